@@ -1,0 +1,24 @@
+"""distharness: a public, fast, unittest-based harness for PyTorch distributed tests."""
+from __future__ import annotations
+
+from harness.case import DTensorTestBase, FSDPTest, MultiProcessTestCase
+from harness.decorators import skip_if_lt_x_gpu, with_comms, with_temp_dir
+from harness.errors import HarnessError, RankError, RankFailure, UsageError
+from harness.main import run_tests
+from harness.subtests import run_subtests, skip_subtest
+
+__all__ = [
+    "MultiProcessTestCase",
+    "FSDPTest",
+    "DTensorTestBase",
+    "with_comms",
+    "with_temp_dir",
+    "skip_if_lt_x_gpu",
+    "run_subtests",
+    "skip_subtest",
+    "run_tests",
+    "HarnessError",
+    "UsageError",
+    "RankFailure",
+    "RankError",
+]

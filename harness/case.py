@@ -1,0 +1,339 @@
+"""``MultiProcessTestCase`` and friends: in the parent, hand a test to the ranks and report what comes back."""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+import time
+import unittest
+from typing import Any
+
+from harness import pool as pools
+from harness import report
+from harness.comms import Placement, choose_placement
+from harness.config import settings
+from harness.decorators import markers
+from harness.errors import RankAbort, RankError, RankFailure, UsageError
+from harness.hypothesis_support import is_hypothesis_test, run_given
+from harness.outcome import BAD, CRASHED, ERROR, FAILED, KILLED, SKIPPED, TIMEOUT, RankResult, merge, order_by_cause
+from harness.rank import Task
+
+__all__ = ["MultiProcessTestCase", "FSDPTest", "DTensorTestBase"]
+
+# Frames of this module are hidden from unittest's tracebacks: a failure shows the rank's traceback.
+__unittest = True
+
+
+def _default_threads(world_size: int) -> int:
+    return max(1, (os.cpu_count() or 1) // max(1, world_size))
+
+
+class MultiProcessTestCase(unittest.TestCase):
+    """A TestCase whose test methods run once in each of ``world_size`` rank processes.
+
+    In a rank, ``self.rank``, ``self.world_size``, ``self.device_type`` ("cuda" or "cpu"),
+    ``self.device``, ``self.backend``, ``self.file_name`` (a FileStore path for tests that make their
+    own process group) and, with ``@with_temp_dir``, ``self.temp_dir`` are set. ``setUp`` and
+    ``tearDown`` run in every rank around the body.
+
+    Example::
+
+        class TestAllReduce(MultiProcessTestCase):
+            @property
+            def world_size(self) -> int:
+                return 4
+
+            @with_comms
+            def test_sum(self):
+                t = torch.ones(1, device=self.device) * self.rank
+                dist.all_reduce(t)
+                self.assertEqual(t.item(), sum(range(self.world_size)))
+    """
+
+    #: seconds one test may run; HARNESS_TIMEOUT, when set, wins (see harness.config)
+    timeout: float | None = None
+    #: FSDPTest sets this: every test gets the default process group without @with_comms
+    _harness_auto_comms = False
+
+    rank: int = -1
+    temp_dir: str | None = None
+    file_name: str | None = None
+    _harness_device_type: str | None = None
+
+    @property
+    def world_size(self) -> int:
+        return 2
+
+    @property
+    def device_type(self) -> str:
+        if self._harness_device_type is None:
+            raise UsageError(f"{self.id()}: device_type is only known inside a rank (in the test body, setUp or tearDown)")
+        return self._harness_device_type
+
+    @property
+    def device(self) -> Any:
+        import torch
+
+        if self.device_type == "cuda":
+            return torch.device("cuda", self.rank % max(1, torch.cuda.device_count()))
+        return torch.device("cpu")
+
+    @property
+    def backend(self) -> str:
+        return "nccl" if self.device_type == "cuda" else "gloo"
+
+    @property
+    def process_group(self) -> Any:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            raise UsageError(f"{self.id()} [rank {self.rank}]: no process group; decorate the test with @with_comms "
+                             "or derive from FSDPTest, which sets one up for every test")
+        return dist.distributed_c10d._get_default_group()
+
+    def run_subtests(self, subtest_config: dict[str, list[Any]], test_fn: Any, *args: Any, **kwargs: Any) -> None:
+        """See :func:`harness.run_subtests`."""
+        from harness.subtests import run_subtests
+
+        run_subtests(self, subtest_config, test_fn, *args, **kwargs)
+
+    # ---- in a rank -------------------------------------------------------------------------------
+
+    def _harness_bind(self, rank: int, task: Task, device_type: str) -> None:
+        self.rank = rank
+        self._harness_device_type = device_type
+        self.temp_dir = task.temp_dir
+        self.file_name = task.file_name
+        self._harness_in_rank = True
+
+    # ---- in the parent ---------------------------------------------------------------------------
+
+    _harness_in_rank = False
+
+    def run(self, result: unittest.TestResult | None = None) -> unittest.TestResult | None:
+        if self._harness_in_rank:
+            return super().run(result)
+        from harness import torchrun
+
+        name = self._testMethodName
+        method = getattr(self, name)
+        body = torchrun.run_as_launched_rank if torchrun.launched() else _run_in_pool
+
+        @functools.wraps(method)
+        def dispatch() -> None:
+            __tracebackhide__ = True
+            body(self)
+
+        # The parent runs no setUp/tearDown (they belong to the ranks) and calls `dispatch` as the test.
+        self.setUp = self.tearDown = _nothing  # type: ignore[method-assign]
+        setattr(self, name, dispatch)
+        try:
+            return super().run(result)
+        finally:
+            for attr in ("setUp", "tearDown", name):
+                self.__dict__.pop(attr, None)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _world_size(test: MultiProcessTestCase, test_id: str) -> int:
+    try:
+        ws = test.world_size
+    except Exception as exc:
+        raise UsageError(f"{test_id}: evaluating world_size raised {type(exc).__name__}: {exc}") from exc
+    if isinstance(ws, bool) or not isinstance(ws, int) or ws < 1:
+        hint = ""
+        if ws == 0:
+            hint = (" (upstream tests often return min(4, torch.cuda.device_count()), which is 0 without GPUs;"
+                    " return the number of ranks the test needs, e.g. 4: the harness runs it on CPU/gloo"
+                    " when there are too few GPUs)")
+        raise UsageError(f"{test_id}: world_size must be an int >= 1, got {ws!r}; a test that runs on no rank "
+                         f"cannot pass{hint}")
+    return ws
+
+
+def _placement(test: MultiProcessTestCase, test_id: str, world_size: int, fn: Any) -> Placement:
+    conf = settings()
+    return choose_placement(world_size, markers(fn)["gpus"], conf.device)
+
+
+class _PoolRun:
+    """One test in the parent: its placement, its pool, its temp dir, its examples."""
+
+    def __init__(self, test: MultiProcessTestCase):
+        self.test = test
+        self.test_id = report.short_id(test)
+        self.fn = getattr(type(test), test._testMethodName)
+        self.conf = settings()
+        self.world_size = _world_size(test, self.test_id)
+        self.placement = _placement(test, self.test_id, self.world_size, self.fn)
+        self.timeout = self.conf.timeout_for(getattr(test, "timeout", None))
+        self.threads = self.conf.threads or _default_threads(self.world_size)
+        self.examples = 0
+        self.reused = True
+        self.pids: list[int] = []
+
+    def run_once(self, kwargs: dict[str, Any] | None) -> list[RankResult]:
+        marks = markers(self.fn)
+        temp_dir = tempfile.mkdtemp(prefix="harness-test-") if marks["temp_dir"] else None
+        scratch = tempfile.mkdtemp(prefix="harness-store-")
+        self.examples += 1
+        pool = None
+        try:
+            key = (self.world_size, self.placement.device_type)
+            existing = pools._POOLS.get(key)
+            if existing is None or existing.broken or not self.conf.reuse:
+                self.reused = False
+            pool = pools.get_pool(self.world_size, self.placement.device_type, self.threads, self.conf.start_timeout)
+            self.pids = pool.pids
+            module_file = getattr(__import__("sys").modules.get(type(self.test).__module__), "__file__", None)
+            task = Task(module=type(self.test).__module__, module_file=module_file,
+                        qualname=type(self.test).__qualname__, method=self.test._testMethodName,
+                        device_type=self.placement.device_type, seed=self.conf.seed, kwargs=kwargs,
+                        temp_dir=temp_dir, file_name=os.path.join(scratch, "store"), fresh_pg=pool.pg_suspect)
+            pool.pg_suspect = False
+            return pool.run(task, self.timeout, self.conf.peer_grace)
+        finally:
+            if pool is not None and not self.conf.reuse:
+                pools.discard_pool(pool)
+            if temp_dir:
+                shutil.rmtree(temp_dir, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_in_pool(test: MultiProcessTestCase) -> None:
+    __tracebackhide__ = True
+    started = time.monotonic()
+    run = _PoolRun(test)
+    try:
+        if run.placement.skip:
+            raise unittest.SkipTest(run.placement.skip)
+        if is_hypothesis_test(run.fn):
+            def example(kwargs: dict[str, Any]) -> None:
+                __tracebackhide__ = True
+                _report(test, run, run.run_once(kwargs), kwargs)
+
+            try:
+                run_given(run.fn, test, example)
+            except RankAbort as abort:
+                raise abort.error from None
+        else:
+            _report(test, run, run.run_once(None), None)
+    finally:
+        report.record(report.TestRecord(run.test_id, run.world_size, run.placement.label if run.examples else "",
+                                        run.placement.reason, time.monotonic() - started, run.pids, run.reused,
+                                        run.examples))
+
+
+def _report(test: MultiProcessTestCase, run: _PoolRun, results: list[RankResult],
+            example: dict[str, Any] | None) -> None:
+    """Turn the ranks' results into unittest outcomes: subtests one by one, then the test itself."""
+    __tracebackhide__ = True
+    if run.conf.show_output:
+        report.print_rank_output(results)
+    where = run.placement.label
+    suffix = ""
+    if example is not None:
+        shown = ", ".join(f"{k}={v!r}" for k, v in example.items())
+        suffix = (f"\n\nHypothesis example: {shown}\nReproduce it: put @example({shown}) above @given "
+                  "(from hypothesis import example), or run with the same HYPOTHESIS_PROFILE (ci is derandomized).")
+    sub_failures = _report_subtests(test, run, results, individually=example is None)
+    verdict = merge(run.test_id, results, run.world_size, where)
+    if verdict.status == SKIPPED:
+        raise unittest.SkipTest(verdict.text)
+    if verdict.status in (FAILED, ERROR):
+        text = verdict.text + suffix
+        error = RankFailure(text) if verdict.status == FAILED else RankError(text)
+        if example is not None and any(r.status in (CRASHED, TIMEOUT, KILLED) for r in results):
+            raise RankAbort(error)  # do not let hypothesis re-run a hang or crash to shrink it
+        raise error
+    if sub_failures:
+        text = "\n\n".join(sub_failures) + suffix
+        raise RankFailure(text)
+
+
+def _report_subtests(test: MultiProcessTestCase, run: _PoolRun, results: list[RankResult],
+                     individually: bool) -> list[str]:
+    """Report each combination as a unittest subtest; returns failure texts when not reporting individually."""
+    __tracebackhide__ = True
+    count = max((len(r.subtests) for r in results), default=0)
+    texts = []
+    for i in range(count):
+        per_rank = [(r.rank, r.subtests[i]) for r in results if len(r.subtests) > i]
+        params = per_rank[0][1].params
+        label = per_rank[0][1].label
+        bad = [(rank, s) for rank, s in per_rank if s.status in BAD]
+        skipped = [(rank, s) for rank, s in per_rank if s.status == SKIPPED]
+        text = None
+        if bad:
+            as_results = [RankResult(rank=rank, status=s.status, exc_type=s.exc_type, message=s.message,
+                                     traceback=s.traceback) for rank, s in per_rank]
+            for res, (rank, _) in zip(as_results, per_rank):
+                res.arrived = float(rank)
+            ordered = order_by_cause(as_results)
+            root = ordered[0]
+            lines = [f"{run.test_id} [rank {root.rank}/{run.world_size}] subtest ({label}) failed on "
+                     f"{run.placement.label}: {root.one_line()}", "", root.traceback.rstrip()]
+            others = [r for r in as_results if r is not root]
+            if others:
+                lines += ["", "Other ranks:"] + [f"  rank {r.rank}: {r.one_line()}" for r in others]
+            text = "\n".join(lines)
+            error: Exception = RankFailure(text) if root.status == FAILED else RankError(text)
+        if not individually:
+            if text:
+                texts.append(text)
+            continue
+        with test.subTest(**{("msg_" if k == "msg" else k): v for k, v in params.items()}):
+            if text:
+                raise error
+            if skipped and len(skipped) == len(per_rank):
+                test.skipTest(skipped[0][1].message)
+    return texts
+
+
+class FSDPTest(MultiProcessTestCase):
+    """Upstream's FSDPTest: every test runs with the default process group up; ``self.process_group``.
+
+    Example::
+
+        class TestParity(FSDPTest):
+            def test_parity(self):
+                self.run_subtests({"use_orig_params": [False, True]}, self._test_parity)
+    """
+
+    _harness_auto_comms = True
+
+
+class DTensorTestBase(MultiProcessTestCase):
+    """Upstream's DTensorTestBase: 4 ranks by default, ``@with_comms`` tests, ``build_device_mesh()``.
+
+    Example::
+
+        class TestMesh(DTensorTestBase):
+            @with_comms
+            def test_mesh(self):
+                mesh = self.build_device_mesh()
+                self.assertEqual(mesh.size(), self.world_size)
+    """
+
+    @property
+    def world_size(self) -> int:
+        return 4
+
+    def build_device_mesh(self) -> Any:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        return init_device_mesh(self.device_type, (self.world_size,))
+
+    def init_pg(self, *args: Any, **kwargs: Any) -> None:
+        """Upstream calls this from with_comms; here the harness has already made (or kept) the group."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            raise UsageError(f"{self.id()}: init_pg() needs @with_comms on the test; the harness owns the group")
+
+    def destroy_pg(self, *args: Any, **kwargs: Any) -> None:
+        """The harness keeps the group for the next test and tears it down itself; nothing to do."""

@@ -1,0 +1,91 @@
+"""One frozen settings object, built from the ``HARNESS_*`` environment variables when needed."""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from harness.errors import UsageError
+
+__all__ = ["Settings", "settings", "DEVICE_CHOICES"]
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+# name -> (default, one-line meaning). The README's table is generated from the same words.
+VARIABLES: dict[str, tuple[str, str]] = {
+    "HARNESS_DEVICE": ("auto", "auto | cpu | cuda: where tests run (auto: CUDA/NCCL when there are enough GPUs, else CPU/gloo)"),
+    "HARNESS_TIMEOUT": ("", "seconds one test may run before its ranks' stacks are dumped and they are killed (overrides a class's `timeout`; default 300)"),
+    "HARNESS_REUSE": ("1", "1: rank processes serve test after test; 0: fresh processes for every test, as upstream"),
+    "HARNESS_THREADS": ("", "intra-op threads per rank (default: cores // world size, at least 1)"),
+    "HARNESS_SEED": ("1234", "the seed every rank is given before each test"),
+    "HARNESS_PEER_GRACE": ("5", "seconds the other ranks get to finish after one rank fails or dies, before their stacks are dumped and they are killed"),
+    "HARNESS_START_TIMEOUT": ("120", "seconds a new rank process may take to start and import"),
+    "HARNESS_SHOW_OUTPUT": ("1", "1: print what each rank printed, as a [rank N] block, after each test; 0: only in failure reports"),
+}
+
+DEFAULT_TIMEOUT = 300.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    device: str
+    timeout: float | None  # None: not set in the environment; the class or DEFAULT_TIMEOUT decides
+    reuse: bool
+    threads: int | None
+    seed: int
+    peer_grace: float
+    start_timeout: float
+    show_output: bool
+
+    def timeout_for(self, class_timeout: float | None) -> float:
+        """The environment wins over the class so that a run can raise or lower every limit at once."""
+        if self.timeout is not None:
+            return self.timeout
+        if class_timeout is not None:
+            return float(class_timeout)
+        return DEFAULT_TIMEOUT
+
+
+def _get(name: str) -> str:
+    return os.environ.get(name, VARIABLES[name][0]).strip()
+
+
+def _number(name: str, kind: type, minimum: float) -> float | int | None:
+    raw = _get(name)
+    if raw == "":
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise UsageError(f"{name}={raw!r} is not a number; set it to a {kind.__name__} >= {minimum} or unset it") from None
+    if value < minimum:
+        raise UsageError(f"{name}={raw!r} must be >= {minimum}")
+    return value
+
+
+def _flag(name: str) -> bool:
+    raw = _get(name).lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"{name}={raw!r} is not a flag; use 1 or 0")
+
+
+def settings() -> Settings:
+    """Read the ``HARNESS_*`` variables now (cheap; called where a value is needed, never at import)."""
+    device = _get("HARNESS_DEVICE").lower()
+    if device not in DEVICE_CHOICES:
+        raise UsageError(
+            f"HARNESS_DEVICE={os.environ.get('HARNESS_DEVICE')!r} is not one of {', '.join(DEVICE_CHOICES)}; "
+            "use auto (GPUs when there are enough, else CPU), cpu or cuda"
+        )
+    return Settings(
+        device=device,
+        timeout=_number("HARNESS_TIMEOUT", float, 0.1),
+        reuse=_flag("HARNESS_REUSE"),
+        threads=_number("HARNESS_THREADS", int, 1),
+        seed=int(_number("HARNESS_SEED", int, 0)),
+        peer_grace=float(_number("HARNESS_PEER_GRACE", float, 0)),
+        start_timeout=float(_number("HARNESS_START_TIMEOUT", float, 1)),
+        show_output=_flag("HARNESS_SHOW_OUTPUT"),
+    )

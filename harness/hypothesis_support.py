@@ -1,0 +1,72 @@
+"""Hypothesis profiles, and running a ``@given`` test in the parent so every rank gets the same example."""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from harness.errors import UsageError
+
+__all__ = ["PROFILES", "load_profile", "is_hypothesis_test", "run_given"]
+
+# name -> settings. ``ci`` is derandomized so two CI runs draw the same examples.
+PROFILES: dict[str, dict[str, Any]] = {
+    "ci": {"max_examples": 2, "derandomize": True, "database": None},
+    "dev": {"max_examples": 5},
+    "nightly": {"max_examples": 50},
+}
+_loaded: str | None = None
+
+
+def _register() -> None:
+    from hypothesis import HealthCheck, settings
+
+    for name, values in PROFILES.items():
+        # A distributed example takes far longer than hypothesis's 200 ms deadline, and is run from a
+        # parent whose own work is tiny; deadlines and the too-slow check would only produce noise.
+        settings.register_profile(name, deadline=None, print_blob=True,
+                                  suppress_health_check=[HealthCheck.too_slow], **values)
+
+
+def load_profile() -> str:
+    """Load ``HYPOTHESIS_PROFILE`` (default ``ci`` under CI=true, else ``dev``) once per process."""
+    global _loaded
+    from hypothesis import settings
+
+    name = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+    if name == _loaded:
+        return name
+    _register()
+    try:
+        settings.load_profile(name)
+    except Exception:
+        known = ", ".join(sorted(settings._profiles)) if hasattr(settings, "_profiles") else ", ".join(PROFILES)
+        raise UsageError(f"HYPOTHESIS_PROFILE={name!r} is not a registered profile; use one of {known}") from None
+    _loaded = name
+    return name
+
+
+def is_hypothesis_test(fn: Any) -> bool:
+    return getattr(getattr(fn, "hypothesis", None), "inner_test", None) is not None
+
+
+def run_given(fn: Any, test: Any, run_example: Callable[[dict[str, Any]], None]) -> None:
+    """Let hypothesis drive ``fn`` in this (parent) process, each example going to ``run_example``.
+
+    Hypothesis documents ``fn.hypothesis.inner_test`` as replaceable; we keep the user's original for
+    the ranks (a rank calls it with the example's arguments) and give hypothesis a function that sends
+    the example to every rank. Generation and shrinking therefore happen once, here.
+    """
+    load_profile()
+    hyp = fn.hypothesis
+    if not hasattr(hyp, "_harness_original_inner"):
+        hyp._harness_original_inner = hyp.inner_test
+
+    def dispatch(self: Any, *args: Any, **kwargs: Any) -> None:
+        __tracebackhide__ = True
+        if args:
+            raise UsageError(f"{test.id()}: @given must name its arguments (seed=st.integers()), "
+                             "so the same example can be sent to every rank by name")
+        run_example(kwargs)
+
+    hyp.inner_test = dispatch
+    fn(test)

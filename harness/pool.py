@@ -1,0 +1,252 @@
+"""Start, reuse, watch and stop the rank processes of one world; knows nothing of torch.distributed."""
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import multiprocessing.connection
+import os
+import shutil
+import signal
+import tempfile
+import time
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.outcome import CRASHED, KILLED, TIMEOUT, RankResult, describe_exit, tidy_stack
+
+__all__ = ["RankPool", "get_pool", "discard_pool", "shutdown_all"]
+
+_POOLS: dict[tuple[int, str], "RankPool"] = {}
+
+
+class PoolStartError(HarnessError):
+    pass
+
+
+class RankPool:
+    """``world_size`` spawned processes that run test after test for one device type."""
+
+    def __init__(self, world_size: int, device_type: str, threads: int, start_timeout: float):
+        self.world_size = world_size
+        self.device_type = device_type
+        self.dir = tempfile.mkdtemp(prefix=f"harness-w{world_size}-{device_type}-")
+        self.broken = False
+        self.pg_suspect = False
+        self.tests_run = 0
+        ctx = multiprocessing.get_context("spawn")
+        self.conns: list[Any] = []
+        self.procs: list[Any] = []
+        env_backup = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+        try:
+            from harness.rank import worker_main
+
+            for rank in range(world_size):
+                parent_end, child_end = ctx.Pipe(duplex=True)
+                proc = ctx.Process(target=worker_main, name=f"harness-rank{rank}",
+                                   args=(child_end, rank, world_size, device_type, self.dir, threads, os.getpid()))
+                proc.start()
+                child_end.close()
+                self.conns.append(parent_end)
+                self.procs.append(proc)
+        finally:
+            for k, v in env_backup.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        self._await_ready(start_timeout)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def _await_ready(self, start_timeout: float) -> None:
+        deadline = time.monotonic() + start_timeout
+        for rank, (conn, proc) in enumerate(zip(self.conns, self.procs)):
+            left = max(0.0, deadline - time.monotonic())
+            ready = multiprocessing.connection.wait([conn, proc.sentinel], timeout=left)
+            if conn in ready:
+                try:
+                    kind, payload = conn.recv()
+                except EOFError:
+                    kind, payload = "died", None
+                if kind == "ready":
+                    continue
+                self.close()
+                if kind == "error":
+                    raise PoolStartError(f"rank {rank}/{self.world_size} could not start:\n{payload[2]}")
+            self.close()
+            if proc.sentinel in ready or not proc.is_alive():
+                proc.join(1)
+                raise PoolStartError(f"rank {rank}/{self.world_size} died while starting: {describe_exit(proc.exitcode)}"
+                                     " (does the test module run code at import that fails in a fresh process?)")
+            raise PoolStartError(f"rank {rank}/{self.world_size} did not start within {start_timeout:.0f} s "
+                                 "(set HARNESS_START_TIMEOUT to raise)")
+
+    def _stack_offsets(self) -> list[int]:
+        return [_size(os.path.join(self.dir, f"rank{r}.stack")) for r in range(self.world_size)]
+
+    def _read_from(self, name: str, offset: int = 0) -> str:
+        try:
+            with open(os.path.join(self.dir, name), "rb") as f:
+                f.seek(offset)
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def dump_stacks(self, ranks: list[int]) -> dict[int, str]:
+        """Ask each live rank for its Python stacks (SIGUSR1 -> faulthandler -> a file): no collective needed."""
+        offsets = self._stack_offsets()
+        asked = []
+        for r in ranks:
+            if self.procs[r].is_alive():
+                try:
+                    os.kill(self.procs[r].pid, signal.SIGUSR1)
+                    asked.append(r)
+                except ProcessLookupError:
+                    pass
+        stacks: dict[int, str] = {}
+        deadline = time.monotonic() + 2.0
+        last = {r: -1 for r in asked}
+        while asked and time.monotonic() < deadline:
+            time.sleep(0.05)
+            sizes = {r: _size(os.path.join(self.dir, f"rank{r}.stack")) for r in asked}
+            if all(sizes[r] > offsets[r] and sizes[r] == last[r] for r in asked):
+                break  # every dump has started and stopped growing
+            last = sizes
+        for r in ranks:
+            stacks[r] = tidy_stack(self._read_from(f"rank{r}.stack", offsets[r]))
+        return stacks
+
+    def run(self, task: Any, timeout: float, peer_grace: float) -> list[RankResult]:
+        """Send ``task`` to every rank and collect one RankResult per rank, whatever happens."""
+        self.tests_run += 1
+        offsets = self._stack_offsets()
+        for r, conn in enumerate(self.conns):
+            try:
+                conn.send(task)
+            except (BrokenPipeError, OSError):
+                pass  # its death is picked up below
+        started = time.monotonic()
+        deadline = started + timeout
+        results: dict[int, RankResult] = {}
+        pending = set(range(self.world_size))
+        first_bad: tuple[float, int] | None = None
+        while pending:
+            limit = deadline if first_bad is None else min(deadline, first_bad[0] + peer_grace)
+            waitables = {}
+            for r in pending:
+                waitables[self.conns[r]] = r
+                waitables[self.procs[r].sentinel] = r
+            ready = multiprocessing.connection.wait(list(waitables), timeout=max(0.0, limit - time.monotonic()))
+            now = time.monotonic()
+            if not ready:
+                break
+            for obj in ready:
+                r = waitables[obj]
+                if r not in pending:
+                    continue
+                result = self._receive(r, offsets[r])
+                if result is None:
+                    continue  # sentinel fired but data is still in the pipe; read it next round
+                result.arrived = now
+                results[r] = result
+                pending.discard(r)
+                if result.status == CRASHED:
+                    self.broken = True
+                if result.is_bad and first_bad is None:
+                    first_bad = (now, r)
+        if pending:
+            self.broken = True
+            stacks = self.dump_stacks(sorted(pending))
+            elapsed = time.monotonic() - started
+            for r in sorted(pending):
+                if first_bad is not None and time.monotonic() < deadline:
+                    why = results[first_bad[1]].status
+                    message = (f"still running {time.monotonic() - first_bad[0]:.1f} s after rank {first_bad[1]} "
+                               f"{'died' if why == CRASHED else 'failed'}; stopped (HARNESS_PEER_GRACE)")
+                    status = KILLED
+                else:
+                    message = f"timed out after {elapsed:.0f} s (raise the class's `timeout` or set HARNESS_TIMEOUT)"
+                    status = TIMEOUT
+                results[r] = RankResult(rank=r, status=status, message=message, stack=stacks.get(r, ""),
+                                        output=self._read_from(f"rank{r}.out"), arrived=time.monotonic())
+        if any(res.is_bad for res in results.values()):
+            self.pg_suspect = True
+        if self.broken:
+            self.close()
+        return [results[r] for r in range(self.world_size)]
+
+    def _receive(self, r: int, stack_offset: int) -> RankResult | None:
+        conn, proc = self.conns[r], self.procs[r]
+        try:
+            if conn.poll():
+                return conn.recv()
+        except (EOFError, OSError):
+            pass
+        if proc.is_alive():
+            proc.join(0.2)
+            if proc.is_alive():
+                return None
+        proc.join(1)
+        return RankResult(rank=r, status=CRASHED, exitcode=proc.exitcode,
+                          message=describe_exit(proc.exitcode),
+                          stack=tidy_stack(self._read_from(f"rank{r}.stack", stack_offset)),
+                          output=self._read_from(f"rank{r}.out"))
+
+    def close(self) -> None:
+        """Stop every rank (politely, then by force) and remove the pool's files."""
+        for conn in self.conns:
+            try:
+                conn.send(None)
+            except Exception:
+                pass
+        deadline = time.monotonic() + (3.0 if not self.broken else 0.0)
+        for proc in self.procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+        for conn in self.conns:
+            try:
+                conn.close()
+            except Exception:
+                pass
+        self.conns, self.procs = [], []
+        self.broken = True
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def get_pool(world_size: int, device_type: str, threads: int, start_timeout: float) -> RankPool:
+    key = (world_size, device_type)
+    pool = _POOLS.get(key)
+    if pool is None or pool.broken:
+        pool = RankPool(world_size, device_type, threads, start_timeout)
+        _POOLS[key] = pool
+    return pool
+
+
+def discard_pool(pool: RankPool) -> None:
+    pool.close()
+    for key, value in list(_POOLS.items()):
+        if value is pool:
+            del _POOLS[key]
+
+
+def shutdown_all() -> None:
+    for pool in list(_POOLS.values()):
+        pool.close()
+    _POOLS.clear()
+
+
+# Registered after multiprocessing's own exit hook, so it runs first (atexit is last-in first-out) and
+# multiprocessing never waits on a rank we still hold.
+atexit.register(shutdown_all)

@@ -1,0 +1,51 @@
+"""What the parent shows: rank-prefixed output blocks, the per-test record, and test ids for messages."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any
+
+from harness.outcome import RankResult, prefixed
+
+__all__ = ["TestRecord", "records", "record", "print_rank_output", "short_id"]
+
+
+@dataclasses.dataclass
+class TestRecord:
+    """One test as it ran: where, on how many ranks, how long, with which processes."""
+
+    test_id: str
+    world_size: int
+    placement: str  # "cpu/gloo", "cuda/nccl", or "" when it never ran
+    reason: str  # why that placement ("needs 4 GPUs, found 0: ran on CPU/gloo")
+    seconds: float
+    pids: list[int]
+    reused_pool: bool
+    examples: int = 1  # hypothesis examples sent to the ranks
+
+
+records: list[TestRecord] = []
+
+
+def record(rec: TestRecord) -> None:
+    records.append(rec)
+
+
+def short_id(test: Any) -> str:
+    """``module.Class.method`` with the module as the user named it (``__main__`` -> file stem)."""
+    test_id = test.id()
+    module = type(test).__module__
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        path = getattr(main, "__file__", "") or ""
+        stem = path.rsplit("/", 1)[-1].removesuffix(".py") if path else "__main__"
+        test_id = stem + test_id[len("__main__"):]
+    return test_id
+
+
+def print_rank_output(results: list[RankResult]) -> None:
+    """Each rank's output as one block, so lines from different ranks never interleave."""
+    blocks = [prefixed(r.rank, r.output) for r in sorted(results, key=lambda r: r.rank) if r.output.strip()]
+    if blocks:
+        sys.stdout.write("\n".join(blocks) + "\n")
+        sys.stdout.flush()

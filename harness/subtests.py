@@ -1,0 +1,90 @@
+"""``run_subtests``: the cartesian product of a config, each combination one reported subtest."""
+from __future__ import annotations
+
+import itertools
+import unittest
+from typing import Any, Callable
+
+from harness.errors import UsageError
+from harness.outcome import ERROR, FAILED, PASSED, SKIPPED, SubtestOutcome, capture_exception, picklable
+
+__all__ = ["run_subtests", "skip_subtest", "SubtestRecorder"]
+
+
+def skip_subtest(reason: str) -> None:
+    """Skip the current ``run_subtests`` combination (only that one) with ``reason``.
+
+    Example::
+
+        if offload_params and self.device_type == "cpu":
+            skip_subtest("needs an accelerator: CPU offload")
+    """
+    raise unittest.SkipTest(reason)
+
+
+def _validate(test_id: str, config: Any) -> list[tuple[str, list[Any]]]:
+    if not isinstance(config, dict) or not config:
+        raise UsageError(f"{test_id}: run_subtests needs a non-empty dict of name -> list of values; got {config!r}")
+    items = []
+    for key, values in config.items():
+        if not isinstance(key, str):
+            raise UsageError(f"{test_id}: run_subtests config keys must be argument names (str); got {key!r}")
+        if not isinstance(values, (list, tuple)):
+            raise UsageError(f"{test_id}: run_subtests config[{key!r}] must be a list of values; got {values!r}. "
+                             f"Wrap a single value in a list: {{{key!r}: [{values!r}]}}")
+        if len(values) == 0:
+            raise UsageError(f"{test_id}: run_subtests config[{key!r}] is an empty list, so no combination would run; "
+                             "give it at least one value or remove the key")
+        items.append((key, list(values)))
+    return items
+
+
+class SubtestRecorder:
+    """Collects the outcome of every combination in a rank; the case sends them to the parent."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[SubtestOutcome] = []
+
+
+_recorder: SubtestRecorder | None = None
+
+
+def run_subtests(test: unittest.TestCase, subtest_config: dict[str, list[Any]], test_fn: Callable[..., Any],
+                 *test_args: Any, **test_kwargs: Any) -> None:
+    """Run ``test_fn(*test_args, **test_kwargs, **combination)`` for every combination of the config.
+
+    Each combination is a subtest named by its parameters; a failing one is recorded and the rest still
+    run; the ranks meet at a barrier between combinations.
+
+    Example::
+
+        self.run_subtests({"use_orig_params": [False, True], "lr": [1e-2, 1e-3]}, self._test_parity)
+    """
+    import torch.distributed as dist
+
+    items = _validate(test.id(), subtest_config)
+    keys = [k for k, _ in items]
+    recorder = _recorder
+    for values in itertools.product(*(v for _, v in items)):
+        params = dict(zip(keys, values))
+        shown = {k: picklable(v) for k, v in params.items()}
+        if recorder is None:
+            # Outside a rank (e.g. called on a plain TestCase): behave like unittest's subTest.
+            with test.subTest(**params):
+                test_fn(*test_args, **test_kwargs, **params)
+            continue
+        try:
+            test_fn(*test_args, **test_kwargs, **params)
+            outcome = SubtestOutcome(shown, PASSED)
+        except unittest.SkipTest as exc:
+            outcome = SubtestOutcome(shown, SKIPPED, message=str(exc))
+        except BaseException as exc:  # noqa: B902 - results are data, whatever was raised
+            kind, message, tb = capture_exception(exc)
+            status = FAILED if isinstance(exc, AssertionError) else ERROR
+            outcome = SubtestOutcome(shown, status, kind, message, tb)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                recorder.outcomes.append(outcome)
+                raise
+        recorder.outcomes.append(outcome)
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()
