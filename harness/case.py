@@ -11,6 +11,7 @@ from typing import Any
 
 from harness import pool as pools
 from harness import report
+from harness.assertions import DistributedAssertions
 from harness.comms import Placement, choose_placement
 from harness.config import settings
 from harness.decorators import markers
@@ -29,7 +30,7 @@ def _default_threads(world_size: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, world_size))
 
 
-class MultiProcessTestCase(unittest.TestCase):
+class MultiProcessTestCase(DistributedAssertions):
     """A TestCase whose test methods run once in each of ``world_size`` rank processes.
 
     In a rank, ``self.rank``, ``self.world_size``, ``self.device_type`` ("cuda" or "cpu"),
