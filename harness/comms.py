@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
+from typing import Any, Callable
 
 from harness.errors import UsageError
 
@@ -90,8 +91,10 @@ class ProcessGroupKeeper:
     names each new rendezvous (a prefix in one FileStore) stays the same on every rank without talking.
     """
 
-    def __init__(self, store_path: str, rank: int, world_size: int, timeout_s: float = 1800.0):
-        self.store_path = store_path
+    def __init__(self, store_factory: Callable[[], Any], rank: int, world_size: int, timeout_s: float = 1800.0,
+                 local_rank: int | None = None):
+        self.store_factory = store_factory  # FileStore in a pool; torchrun's env:// store when launched
+        self.local_rank = rank if local_rank is None else local_rank
         self.rank = rank
         self.world_size = world_size
         self.timeout = datetime.timedelta(seconds=timeout_s)
@@ -99,11 +102,9 @@ class ProcessGroupKeeper:
         self.backend: str | None = None  # backend of the group we created, None when we own none
         self._store = None
 
-    def _file_store(self):
-        import torch.distributed as dist
-
+    def base_store(self) -> Any:
         if self._store is None:
-            self._store = dist.FileStore(self.store_path, self.world_size)
+            self._store = self.store_factory()
         return self._store
 
     def ensure(self, backend: str, device_type: str) -> bool:
@@ -114,12 +115,12 @@ class ProcessGroupKeeper:
             return True
         self.release()
         self.generation += 1
-        store = dist.PrefixStore(f"harness/pg{self.generation}", self._file_store())
+        store = dist.PrefixStore(f"harness/pg{self.generation}", self.base_store())
         kwargs = {}
         if device_type == "cuda":
             import torch
 
-            kwargs["device_id"] = torch.device("cuda", self.rank % max(1, torch.cuda.device_count()))
+            kwargs["device_id"] = torch.device("cuda", self.local_rank % max(1, torch.cuda.device_count()))
         dist.init_process_group(backend=backend, store=store, rank=self.rank, world_size=self.world_size,
                                 timeout=self.timeout, **kwargs)
         self.backend = backend

@@ -128,8 +128,8 @@ def picklable(value: Any) -> Any:
         return repr(value)
 
 
-_HIDDEN_FILES = re.compile(r"[/\\](harness[/\\](rank|subtests|case|torchrun)\.py|unittest[/\\]case\.py|"
-                           r"multiprocessing[/\\]\w+\.py)$")
+_HIDDEN_FILES = re.compile(r"[/\\](harness[/\\](rank|subtests|case|torchrun|assertions|main)\.py|"
+                           r"unittest[/\\](case|suite|runner|main)\.py|multiprocessing[/\\]\w+\.py)$")
 
 
 def _trim(te: traceback.TracebackException, seen: set[int]) -> None:

@@ -96,8 +96,16 @@ def _reset_state(seed: int) -> None:
         torch.set_default_device(None)
 
 
+def write_to_real_stderr(text: str) -> None:
+    """Write past a test's capture (used by torchrun's watchdog while the test's thread is stuck)."""
+    fd = _Capture.active_stderr if _Capture.active_stderr is not None else 2
+    os.write(fd, text.encode("utf-8", "replace"))
+
+
 class _Capture:
     """Send fds 1 and 2 to a file for one test, so C++ output (gloo, NCCL) is caught as well."""
+
+    active_stderr: int | None = None  # the real stderr while a capture is on
 
     def __init__(self, path: str):
         self.path = path
@@ -109,6 +117,7 @@ class _Capture:
         self.file = open(self.path, "w+b")
         os.dup2(self.file.fileno(), 1)
         os.dup2(self.file.fileno(), 2)
+        _Capture.active_stderr = self.saved[1]
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -117,6 +126,7 @@ class _Capture:
             sys.stderr.flush()
         except Exception:
             pass
+        _Capture.active_stderr = None
         os.dup2(self.saved[0], 1)
         os.dup2(self.saved[1], 2)
         os.close(self.saved[0])
@@ -222,8 +232,11 @@ def worker_main(conn: Any, rank: int, world_size: int, device_type: str, pool_di
         torch.set_num_threads(threads)
         if device_type == "cuda":
             torch.cuda.set_device(rank % torch.cuda.device_count())
+        import torch.distributed as dist
+
+        store_path = os.path.join(pool_dir, "store")
         ctx = RankContext(rank, world_size, device_type, os.path.join(pool_dir, f"rank{rank}.out"),
-                          ProcessGroupKeeper(os.path.join(pool_dir, "store"), rank, world_size))
+                          ProcessGroupKeeper(lambda: dist.FileStore(store_path, world_size), rank, world_size))
     except BaseException as exc:  # noqa: B902
         conn.send(("error", capture_exception(exc)))
         return

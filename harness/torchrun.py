@@ -1,15 +1,357 @@
-"""Running under torchrun: each process is one rank (placeholder until the torchrun mode lands)."""
+"""Under torchrun: spawn nothing; this process is one rank, and rank 0 reports for every rank.
+
+When torchrun (torch.distributed.elastic) set ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and
+``MASTER_ADDR``/``MASTER_PORT``, every process runs the same tests in the same order. Each runs the
+body as its rank (the same ``rank.execute`` a pool worker uses) on the process group from ``env://``,
+publishes its RankResult in torchrun's store (a side channel: a broken collective cannot block it),
+and reads every other rank's, so every rank reaches the same verdict; rank 0 alone prints it and
+writes the JUnit XML. A watchdog thread turns a hang into a reported timeout with the stacks and ends
+the job; a rank that dies makes torchrun stop the job, and rank 0 says which test was running.
+"""
 from __future__ import annotations
 
+import atexit
+import datetime
+import faulthandler
 import os
+import pickle
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import unittest
 from typing import Any
 
-__all__ = ["launched", "run_as_launched_rank"]
+from harness.outcome import TIMEOUT, RankResult, tidy_stack
+
+__all__ = ["launched", "launched_rank", "run_as_launched_rank", "main_module_entry", "report_stream"]
+
+# Frames of this module are hidden from unittest's tracebacks.
+__unittest = True
+
+_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 
 
 def launched() -> bool:
-    return False
+    """True in a process that torchrun (or another env:// launcher) started as one rank."""
+    return all(k in os.environ for k in _ENV) and ("MASTER_ADDR" in os.environ or "TORCHELASTIC_RUN_ID" in os.environ)
+
+
+def launched_rank() -> int:
+    return int(os.environ.get("RANK", "0")) if launched() else 0
+
+
+def report_stream() -> Any:
+    """Where a runner writes its report: stderr on rank 0, nowhere on the other ranks."""
+    if launched_rank() == 0:
+        return sys.stderr
+    return open(os.devnull, "w")
+
+
+class _Job:
+    """This process's place in the launched world, made once."""
+
+    def __init__(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        from harness.comms import ProcessGroupKeeper
+        from harness.config import settings
+        from harness.rank import RankContext
+
+        self.rank = int(os.environ["RANK"])
+        self.world_size = int(os.environ["WORLD_SIZE"])
+        self.local_rank = int(os.environ["LOCAL_RANK"])
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        conf = settings()
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        enough = gpus >= local_world and dist.is_nccl_available()
+        self.device_type = "cuda" if conf.device != "cpu" and enough else "cpu"
+        self.skip_all = ""
+        if conf.device == "cuda" and not enough:
+            self.skip_all = f"needs {local_world} GPUs on this node, found {gpus} (HARNESS_DEVICE=cuda)"
+        if self.device_type == "cuda":
+            torch.cuda.set_device(self.local_rank)
+        if conf.threads:
+            torch.set_num_threads(conf.threads)
+        store, _, _ = next(dist.rendezvous("env://", self.rank, self.world_size))
+        self.store = dist.PrefixStore("harness", store)
+        self.run_id = os.environ.get("TORCHELASTIC_RUN_ID", "") or os.environ.get("MASTER_PORT", "")
+        self.scratch = tempfile.mkdtemp(prefix=f"harness-torchrun-r{self.rank}-")
+        keeper = ProcessGroupKeeper(lambda: self.store, self.rank, self.world_size,
+                                    timeout_s=conf.timeout_for(None) + 60, local_rank=self.local_rank)
+        self.ctx = RankContext(self.rank, self.world_size, self.device_type,
+                               os.path.join(self.scratch, "out"), keeper)
+        self.seq = 0
+        self.pg_suspect = False
+        self.poisoned = ""  # set once a rank hung: the world cannot run another test
+        self.current: dict[str, Any] | None = None
+        self.lock = threading.Lock()
+        self.watchdog = threading.Thread(target=self._watch, daemon=True, name="harness-torchrun-watchdog")
+        self.watchdog.start()
+        atexit.register(self._at_exit)
+        if self.rank == 0:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    # ---- one test ------------------------------------------------------------------------------
+
+    def run(self, test: Any, test_id: str, timeout: float, grace: float, kwargs: dict | None,
+            temp_dir_wanted: bool) -> list[RankResult]:
+        from harness.config import settings
+        from harness.rank import Task, execute
+
+        self.seq += 1
+        prefix = f"t{self.seq}"
+        temp_dir = None
+        if temp_dir_wanted:
+            if self.rank == 0:
+                temp_dir = tempfile.mkdtemp(prefix="harness-test-")
+                self.store.set(f"{prefix}/temp_dir", temp_dir)
+            else:
+                temp_dir = self.store.get(f"{prefix}/temp_dir").decode()
+                os.makedirs(temp_dir, exist_ok=True)
+        file_name = os.path.join(tempfile.gettempdir(), f"harness-{self.run_id}-{self.seq}.store")
+        task = Task(module=type(test).__module__,
+                    module_file=getattr(sys.modules.get(type(test).__module__), "__file__", None),
+                    qualname=type(test).__qualname__, method=test._testMethodName, device_type=self.device_type,
+                    seed=settings().seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
+                    fresh_pg=self.pg_suspect)
+        self.pg_suspect = False
+        with self.lock:
+            self.current = {"prefix": prefix, "deadline": time.monotonic() + timeout, "test_id": test_id,
+                            "timeout": timeout, "grace": grace}
+        try:
+            result = execute(task, self.ctx)
+        finally:
+            with self.lock:
+                self.current = None
+        self.store.set(f"{prefix}/result/{self.rank}", pickle.dumps(result))
+        results = self._collect(prefix, timeout + grace + 5)
+        # Every rank sees the same results, so every rank rebuilds the group before the next test alike.
+        self.pg_suspect = any(r.is_bad for r in results)
+        for r in results:
+            if r.status == TIMEOUT:
+                self.poisoned = f"the job cannot go on: {test_id} hung on rank {r.rank}"
+        if temp_dir:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+        try:
+            os.remove(file_name)
+        except OSError:
+            pass
+        return results
+
+    def _collect(self, prefix: str, wait_s: float) -> list[RankResult]:
+        """Every rank's result from the store; short polls so SIGTERM from torchrun is handled at once."""
+        keys = [f"{prefix}/result/{r}" for r in range(self.world_size)]
+        deadline = time.monotonic() + wait_s
+        self.collecting = prefix
+        while time.monotonic() < deadline:
+            if self.store.check(keys):
+                break
+            time.sleep(0.02)
+        self.collecting = None
+        results = []
+        for r, key in enumerate(keys):
+            if self.store.check([key]):
+                results.append(pickle.loads(self.store.get(key)))
+            else:
+                results.append(RankResult(rank=r, status=TIMEOUT,
+                                          message=f"sent no result within {wait_s:.0f} s (it hung or died)"))
+        return results
+
+    # ---- hangs and ends ------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.2)
+            with self.lock:
+                cur = dict(self.current) if self.current else None
+            if cur is None or time.monotonic() < cur["deadline"]:
+                continue
+            stack = self._own_stack()
+            result = RankResult(rank=self.rank, status=TIMEOUT, stack=stack,
+                                message=f"timed out after {cur['timeout']:.0f} s (raise the class's `timeout` or "
+                                        "set HARNESS_TIMEOUT)")
+            self.store.set(f"{cur['prefix']}/result/{self.rank}", pickle.dumps(result))
+            if self.rank == 0:
+                # The main thread is stuck, so report from here, then end the job.
+                from harness.outcome import merge
+
+                results = self._collect(cur["prefix"], cur["grace"] + 5)
+                verdict = merge(cur["test_id"], results, self.world_size, f"{self.device_type} (torchrun)")
+                from harness.rank import write_to_real_stderr
+
+                write_to_real_stderr(f"\nERROR: {cur['test_id']}\n{verdict.text}\n\nharness: ending the job "
+                                     "(a hung rank cannot run another test)\n")
+                self._set_done()
+                os._exit(1)
+            # Let rank 0 read our stack and report, then end this process so torchrun stops the job.
+            self._wait_done(max(60.0, cur["grace"] + 30))
+            os._exit(1)
+
+    def _own_stack(self) -> str:
+        with tempfile.TemporaryFile("w+") as f:
+            faulthandler.dump_traceback(file=f, all_threads=True)
+            f.seek(0)
+            text = f.read()
+        # The watchdog's own frames are noise: keep the other threads.
+        blocks = [b for b in text.split("\n\n") if "_watch" not in b]
+        return tidy_stack("\n\n".join(blocks))
+
+    def _set_done(self) -> None:
+        try:
+            self.store.set("done", "1")
+        except Exception:
+            pass
+
+    def _wait_done(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                if self.store.check(["done"]):
+                    return
+            except Exception:
+                return
+            time.sleep(0.2)
+
+    def _at_exit(self) -> None:
+        # Leave together: torchrun stops the whole job as soon as one rank exits non-zero, which would
+        # cut off a rank that is still finishing its own (identical) report.
+        try:
+            self.store.set(f"exit/{self.rank}", "1")
+            keys = [f"exit/{r}" for r in range(self.world_size)]
+            deadline = time.monotonic() + (2.0 if self.poisoned else 30.0)
+            while time.monotonic() < deadline and not self.store.check(keys):
+                time.sleep(0.05)
+        except Exception:
+            pass
+        if self.rank == 0:
+            self._set_done()
+        try:
+            self.ctx.keeper.release()
+        except Exception:
+            pass
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        prefix = getattr(self, "collecting", None)
+        if prefix:
+            missing = [r for r in range(self.world_size) if not self.store.check([f"{prefix}/result/{r}"])]
+            sys.__stderr__.write(f"\nharness: torchrun stopped the job while test {prefix} was running; rank(s) "
+                                 f"{missing} sent no result (one of them probably died: see torchrun's error "
+                                 "summary for its exit code and traceback)\n")
+            sys.__stderr__.flush()
+        raise SystemExit(128 + signum)
+
+
+_job: _Job | None = None
+
+
+def _get_job() -> _Job:
+    global _job
+    if _job is None:
+        _job = _Job()
+    return _job
+
+
+class _LaunchedRun:
+    """What the case's reporting needs to know about a test run under torchrun."""
+
+    def __init__(self, test: Any, job: _Job) -> None:
+        from harness import report
+        from harness.case import _world_size
+        from harness.comms import Placement
+        from harness.config import settings
+
+        self.test_id = report.short_id(test)
+        self.fn = getattr(type(test), test._testMethodName)
+        self.conf = settings()
+        self.world_size = _world_size(test, self.test_id)
+        self.placement = Placement(job.device_type, job.world_size, "launched by torchrun")
+        self.timeout = self.conf.timeout_for(getattr(test, "timeout", None))
+        self.examples = 0
 
 
 def run_as_launched_rank(test: Any) -> None:
-    raise NotImplementedError
+    """The test body of ``MultiProcessTestCase.run`` when this process is a torchrun rank."""
+    __tracebackhide__ = True
+    from harness import report
+    from harness.case import _report
+    from harness.decorators import markers
+    from harness.hypothesis_support import is_hypothesis_test, run_given
+
+    job = _get_job()
+    run = _LaunchedRun(test, job)
+    if job.poisoned:
+        raise unittest.SkipTest(job.poisoned)
+    if job.skip_all:
+        raise unittest.SkipTest(job.skip_all)
+    if run.world_size != job.world_size:
+        raise unittest.SkipTest(f"needs world size {run.world_size}, torchrun launched {job.world_size} ranks "
+                                f"(run it with --nnodes x --nproc-per-node = {run.world_size})")
+    run.conf = run.conf if job.rank == 0 else _quiet(run.conf)
+    wants_temp = bool(markers(run.fn)["temp_dir"])
+    started = time.monotonic()
+
+    def once(kwargs: dict | None) -> None:
+        __tracebackhide__ = True
+        run.examples += 1
+        if kwargs is not None and job.world_size > 1:
+            kwargs = _same_example(job, kwargs, run.test_id)
+        results = job.run(test, run.test_id, run.timeout, run.conf.peer_grace, kwargs, wants_temp)
+        _report(test, run, results, kwargs)
+
+    try:
+        if is_hypothesis_test(run.fn):
+            _share_hypothesis_seed(job, run.fn)
+            run_given(run.fn, test, once)
+        else:
+            once(None)
+    finally:
+        report.record(report.TestRecord(run.test_id, run.world_size, run.placement.label if run.examples else "",
+                                        run.placement.reason, time.monotonic() - started, [os.getpid()], True,
+                                        run.examples))
+
+
+def _quiet(conf: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(conf, show_output=False)
+
+
+def _share_hypothesis_seed(job: _Job, fn: Any) -> None:
+    """Every rank's hypothesis engine gets rank 0's seed and no example database, so given the same
+    verdicts (which every rank reaches from the same results) they draw and shrink in lockstep."""
+    from hypothesis import settings
+
+    job.seq += 1
+    key = f"t{job.seq}/hypothesis_seed"
+    if job.rank == 0:
+        job.store.set(key, str(int.from_bytes(os.urandom(8), "little")))
+    fn._hypothesis_internal_use_seed = int(job.store.get(key).decode())
+    fn._hypothesis_internal_use_settings = settings(
+        getattr(fn, "_hypothesis_internal_use_settings", None) or settings.default, database=None)
+
+
+def _same_example(job: _Job, kwargs: dict, test_id: str) -> dict:
+    job.seq += 1
+    key = f"t{job.seq}/example"
+    if job.rank == 0:
+        job.store.set(key, pickle.dumps(kwargs))
+        return kwargs
+    theirs = pickle.loads(job.store.get(key))
+    if repr(theirs) != repr(kwargs):
+        from harness.errors import RankError
+
+        raise RankError(f"{test_id} [rank {job.rank}/{job.world_size}]: hypothesis drew {kwargs!r} here but "
+                        f"{theirs!r} on rank 0; a strategy that depends on the rank cannot be used under torchrun")
+    return theirs
+
+
+def main_module_entry(argv: list[str] | None) -> None:
+    """``run_tests()`` under torchrun: every rank runs, rank 0 alone prints."""
+    runner = unittest.TextTestRunner(stream=report_stream(), verbosity=2 if launched_rank() == 0 else 0)
+    unittest.main(module="__main__", argv=[sys.argv[0], *(sys.argv[1:] if argv is None else argv)],
+                  testRunner=runner)
