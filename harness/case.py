@@ -127,13 +127,20 @@ class MultiProcessTestCase(DistributedAssertions):
             body(self)
 
         # The parent runs no setUp/tearDown (they belong to the ranks) and calls `dispatch` as the test.
+        # Whatever the instance held under those names (pytest sets the test method on the instance and
+        # deletes it afterwards) is put back as it was.
+        missing = object()
+        saved = {attr: self.__dict__.get(attr, missing) for attr in ("setUp", "tearDown", name)}
         self.setUp = self.tearDown = _nothing  # type: ignore[method-assign]
         setattr(self, name, dispatch)
         try:
             return super().run(result)
         finally:
-            for attr in ("setUp", "tearDown", name):
-                self.__dict__.pop(attr, None)
+            for attr, value in saved.items():
+                if value is missing:
+                    self.__dict__.pop(attr, None)
+                else:
+                    self.__dict__[attr] = value
 
 
 def _nothing() -> None:
@@ -213,14 +220,19 @@ def _run_in_pool(test: MultiProcessTestCase) -> None:
         if run.placement.skip:
             raise unittest.SkipTest(run.placement.skip)
         if is_hypothesis_test(run.fn):
+            last: list[RankResult] = []
+
             def example(kwargs: dict[str, Any]) -> None:
                 __tracebackhide__ = True
-                _report(test, run, run.run_once(kwargs), kwargs)
+                last[:] = run.run_once(kwargs)
+                _report(test, run, last, kwargs)
 
             try:
                 run_given(run.fn, test, example)
             except RankAbort as abort:
                 raise abort.error from None
+            # Every example passed: show the last one's subtests (their skips and reasons) as subtests.
+            _report_subtests(test, run, last, individually=True)
         else:
             _report(test, run, run.run_once(None), None)
     finally:
