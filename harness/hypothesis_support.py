@@ -18,12 +18,15 @@ _loaded: str | None = None
 
 
 def _register() -> None:
-    from hypothesis import HealthCheck, settings
+    from hypothesis import HealthCheck, Phase, settings
 
+    # The explain phase traces the code the failing examples ran in *this* process: only harness code
+    # (the test body runs in the ranks), so its "Explanation" would point at harness lines.
+    phases = [p for p in Phase if p.name != "explain"]
     for name, values in PROFILES.items():
         # A distributed example takes far longer than hypothesis's 200 ms deadline, and is run from a
         # parent whose own work is tiny; deadlines and the too-slow check would only produce noise.
-        settings.register_profile(name, deadline=None, print_blob=True,
+        settings.register_profile(name, deadline=None, print_blob=True, phases=phases,
                                   suppress_health_check=[HealthCheck.too_slow], **values)
 
 
@@ -57,6 +60,21 @@ def run_given(fn: Any, test: Any, run_example: Callable[[dict[str, Any]], None])
     the example to every rank. Generation and shrinking therefore happen once, here.
     """
     load_profile()
+    from hypothesis import HealthCheck
+    from hypothesis import settings as hypothesis_settings
+
+    if not getattr(fn, "_hypothesis_internal_settings_applied", False):
+        # @given froze the settings that were the default when the module was imported, before the
+        # profile was loaded here; without an explicit @settings, the test gets the loaded profile.
+        fn._hypothesis_internal_use_settings = hypothesis_settings.default
+    else:
+        # An explicit @settings inherited hypothesis's 200 ms deadline at import; measured here, in the
+        # parent, an example's time includes starting the ranks, so only the harness's timeout applies.
+        own = fn._hypothesis_internal_use_settings
+        checks = list(own.suppress_health_check)
+        if HealthCheck.too_slow not in checks:
+            checks.append(HealthCheck.too_slow)
+        fn._hypothesis_internal_use_settings = hypothesis_settings(own, deadline=None, suppress_health_check=checks)
     hyp = fn.hypothesis
     if not hasattr(hyp, "_harness_original_inner"):
         hyp._harness_original_inner = hyp.inner_test
@@ -68,5 +86,9 @@ def run_given(fn: Any, test: Any, run_example: Callable[[dict[str, Any]], None])
                              "so the same example can be sent to every rank by name")
         run_example(kwargs)
 
+    # hypothesis names the function it calls in "Falsifying example: name(...)": show the test's name
+    original = hyp._harness_original_inner
+    dispatch.__name__ = getattr(original, "__name__", dispatch.__name__)
+    dispatch.__qualname__ = getattr(original, "__qualname__", dispatch.__qualname__)
     hyp.inner_test = dispatch
     fn(test)
