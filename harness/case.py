@@ -7,7 +7,7 @@ import shutil
 import tempfile
 import time
 import unittest
-from typing import Any
+from typing import Any, Callable
 
 from harness import pool as pools
 from harness import report
@@ -219,26 +219,33 @@ def _run_in_pool(test: MultiProcessTestCase) -> None:
     try:
         if run.placement.skip:
             raise unittest.SkipTest(run.placement.skip)
-        if is_hypothesis_test(run.fn):
-            last: list[RankResult] = []
-
-            def example(kwargs: dict[str, Any]) -> None:
-                __tracebackhide__ = True
-                last[:] = run.run_once(kwargs)
-                _report(test, run, last, kwargs)
-
-            try:
-                run_given(run.fn, test, example)
-            except RankAbort as abort:
-                raise abort.error from None
-            # Every example passed: show the last one's subtests (their skips and reasons) as subtests.
-            _report_subtests(test, run, last, individually=True)
-        else:
-            _report(test, run, run.run_once(None), None)
+        drive(test, run, run.run_once)
     finally:
         report.record(report.TestRecord(run.test_id, run.world_size, run.placement.label if run.examples else "",
                                         run.placement.reason, time.monotonic() - started, run.pids, run.reused,
                                         run.examples))
+
+
+def drive(test: MultiProcessTestCase, run: Any,
+          run_once: Callable[[dict[str, Any] | None], list[RankResult]]) -> None:
+    """Run the test once, or once per hypothesis example, and report; the same for a pool and torchrun."""
+    __tracebackhide__ = True
+    if not is_hypothesis_test(run.fn):
+        _report(test, run, run_once(None), None)
+        return
+    last: list[RankResult] = []
+
+    def example(kwargs: dict[str, Any]) -> None:
+        __tracebackhide__ = True
+        last[:] = run_once(kwargs)
+        _report(test, run, last, kwargs)
+
+    try:
+        run_given(run.fn, test, example)
+    except RankAbort as abort:
+        raise abort.error from None
+    # Every example passed: show the last one's subtests (their skips and reasons) as subtests.
+    _report_subtests(test, run, last, individually=True)
 
 
 def _report(test: MultiProcessTestCase, run: _PoolRun, results: list[RankResult],

@@ -75,6 +75,9 @@ def run_given(fn: Any, test: Any, run_example: Callable[[dict[str, Any]], None])
         if HealthCheck.too_slow not in checks:
             checks.append(HealthCheck.too_slow)
         fn._hypothesis_internal_use_settings = hypothesis_settings(own, deadline=None, suppress_health_check=checks)
+    overrides = getattr(fn, "_harness_settings_overrides", None)  # torchrun: no example database
+    if overrides:
+        fn._hypothesis_internal_use_settings = hypothesis_settings(fn._hypothesis_internal_use_settings, **overrides)
     hyp = fn.hypothesis
     if not hasattr(hyp, "_harness_original_inner"):
         hyp._harness_original_inner = hyp.inner_test

@@ -278,9 +278,9 @@ def run_as_launched_rank(test: Any) -> None:
     """The test body of ``MultiProcessTestCase.run`` when this process is a torchrun rank."""
     __tracebackhide__ = True
     from harness import report
-    from harness.case import _report
+    from harness.case import drive
     from harness.decorators import markers
-    from harness.hypothesis_support import is_hypothesis_test, run_given
+    from harness.hypothesis_support import is_hypothesis_test
 
     job = _get_job()
     run = _LaunchedRun(test, job)
@@ -295,20 +295,16 @@ def run_as_launched_rank(test: Any) -> None:
     wants_temp = bool(markers(run.fn)["temp_dir"])
     started = time.monotonic()
 
-    def once(kwargs: dict | None) -> None:
-        __tracebackhide__ = True
+    def once(kwargs: dict | None) -> list[RankResult]:
         run.examples += 1
         if kwargs is not None and job.world_size > 1:
             kwargs = _same_example(job, kwargs, run.test_id)
-        results = job.run(test, run.test_id, run.timeout, run.conf.peer_grace, kwargs, wants_temp)
-        _report(test, run, results, kwargs)
+        return job.run(test, run.test_id, run.timeout, run.conf.peer_grace, kwargs, wants_temp)
 
     try:
         if is_hypothesis_test(run.fn):
             _share_hypothesis_seed(job, run.fn)
-            run_given(run.fn, test, once)
-        else:
-            once(None)
+        drive(test, run, once)
     finally:
         report.record(report.TestRecord(run.test_id, run.world_size, run.placement.label if run.examples else "",
                                         run.placement.reason, time.monotonic() - started, [os.getpid()], True,
@@ -324,15 +320,12 @@ def _quiet(conf: Any) -> Any:
 def _share_hypothesis_seed(job: _Job, fn: Any) -> None:
     """Every rank's hypothesis engine gets rank 0's seed and no example database, so given the same
     verdicts (which every rank reaches from the same results) they draw and shrink in lockstep."""
-    from hypothesis import settings
-
     job.seq += 1
     key = f"t{job.seq}/hypothesis_seed"
     if job.rank == 0:
         job.store.set(key, str(int.from_bytes(os.urandom(8), "little")))
     fn._hypothesis_internal_use_seed = int(job.store.get(key).decode())
-    fn._hypothesis_internal_use_settings = settings(
-        getattr(fn, "_hypothesis_internal_use_settings", None) or settings.default, database=None)
+    fn._harness_settings_overrides = {"database": None}
 
 
 def _same_example(job: _Job, kwargs: dict, test_id: str) -> dict:
