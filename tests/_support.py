@@ -1,0 +1,209 @@
+"""Run a fixture module in a subprocess as a user would, and check what it leaves behind.
+
+Every run gets a unique token in its environment (inherited by the rank processes the harness spawns)
+and its own TMPDIR, so that after the run we can tell whether any of *its* processes are still alive
+(by scanning /proc/*/environ for the token) and whether it left harness temp dirs behind, without
+being confused by other runs on the same machine.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import uuid
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+TOKEN_VAR = "DISTHARNESS_SUITE_TOKEN"
+# A generous bound for one fixture run on a loaded 2-core machine; never a timing assertion.
+RUN_TIMEOUT = 300
+
+
+def fixture_line(module: str, marker: str) -> int:
+    """The line number of the first line of ``tests/fixtures/<module>.py`` that contains ``marker``."""
+    with open(os.path.join(FIXTURES, module + ".py")) as f:
+        for number, line in enumerate(f, 1):
+            if marker in line:
+                return number
+    raise AssertionError(f"{marker!r} not found in {module}.py")
+
+
+def base_env(**extra: str | None) -> dict[str, str]:
+    """The caller's environment without HARNESS_* settings (a run must not depend on the outer shell)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HARNESS_") and k not in ("HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS", "CI")}
+    env["HYPOTHESIS_PROFILE"] = "ci"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    for k, v in extra.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def processes_with_token(token: str) -> dict[int, str]:
+    """pid -> command line of every live process whose environment carries ``token``."""
+    found = {}
+    needle = f"{TOKEN_VAR}={token}".encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+            if needle not in environ:
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue  # gone, or not ours to read
+        found[int(name)] = cmdline
+    return found
+
+
+def wait_until_gone(token: str, grace: float = 15.0) -> dict[int, str]:
+    """Processes of the run still alive after ``grace`` seconds (a rank notices its parent's death
+    within about half a second; the grace only absorbs a loaded machine)."""
+    deadline = time.monotonic() + grace
+    while True:
+        left = processes_with_token(token)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+@dataclasses.dataclass
+class FixtureRun:
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    leftover_processes: dict[int, str]
+    leftover_temp: list[str]
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def describe(self) -> str:
+        return (f"command: {' '.join(self.args)}\nexit code: {self.returncode}\n"
+                f"--- stdout ---\n{self.stdout[-6000:]}\n--- stderr ---\n{self.stderr[-12000:]}")
+
+    def sections(self) -> dict[str, str]:
+        """unittest's failure sections: 'FAIL: test_x (mod.Class.test_x)' -> its text."""
+        out = {}
+        chunks = self.stderr.split("\n" + "=" * 70 + "\n")
+        for chunk in chunks[1:]:
+            header, _, body = chunk.partition("\n" + "-" * 70 + "\n")
+            body = re.split(r"\n-{70}\nRan \d+ tests? in ", body)[0]
+            out[header.strip()] = body
+        return out
+
+    def section(self, fragment: str) -> str:
+        """The one failure section whose header contains ``fragment``."""
+        found = [body for header, body in self.sections().items() if fragment in header]
+        if len(found) != 1:
+            raise AssertionError(f"expected one report section matching {fragment!r}, found {len(found)}; "
+                                 f"headers: {list(self.sections())}\n{self.describe()}")
+        return found[0]
+
+    def rank_lines(self, tag: str) -> list[dict[str, str]]:
+        """Parse '[rank N] TAG k=v k=v' lines the fixtures print (shown by the harness in the parent)."""
+        rows = []
+        for line in self.stdout.splitlines():
+            if line.startswith("E "):
+                continue  # pytest's copy of a failure report, not the output of a test
+            # pytest's progress ("path.py " or "F") may precede a block on the same line
+            m = re.search(rf"\[rank (\d+)\] {re.escape(tag)} (.*)$", line)
+            if m:
+                row = dict(kv.split("=", 1) for kv in m.group(2).split())
+                row["_rank"] = m.group(1)
+                rows.append(row)
+        return rows
+
+
+def start_fixture(args: list[str], env: dict[str, str] | None = None, runner: str = "unittest"
+                  ) -> tuple[subprocess.Popen, str, str]:
+    """Start ``python -m <runner> <args>`` in the repository; returns (process, token, tmpdir)."""
+    token = uuid.uuid4().hex
+    tmpdir = tempfile.mkdtemp(prefix="distharness-suite-")
+    full_env = dict(base_env() if env is None else env)
+    full_env[TOKEN_VAR] = token
+    full_env["TMPDIR"] = tmpdir
+    cmd = [sys.executable, "-m", runner, *args]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    return proc, token, tmpdir
+
+
+def finish_fixture(proc: subprocess.Popen, token: str, tmpdir: str, started: float,
+                   timeout: float = RUN_TIMEOUT) -> FixtureRun:
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the session we started for it, and nothing else
+        stdout, stderr = proc.communicate()
+        stderr += f"\n[suite] killed after {timeout} s"
+    seconds = time.monotonic() - started
+    left = wait_until_gone(token)
+    for pid in left:  # do not leave them to the next test; report them below
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    leftover_temp = sorted(n for n in os.listdir(tmpdir) if n.startswith("harness-"))
+    shutil.rmtree(tmpdir, ignore_errors=True)
+    return FixtureRun(list(proc.args), proc.returncode, stdout, stderr, seconds, left, leftover_temp)
+
+
+def run_fixture(args: list[str], env: dict[str, str] | None = None, runner: str = "unittest",
+                timeout: float = RUN_TIMEOUT) -> FixtureRun:
+    started = time.monotonic()
+    proc, token, tmpdir = start_fixture(args, env, runner)
+    return finish_fixture(proc, token, tmpdir, started, timeout)
+
+
+class FixtureTestCase(unittest.TestCase):
+    """Runs ``ARGS`` once for the class; its tests check the report. Checks nothing was left behind."""
+
+    ARGS: list[str] = []
+    ENV: dict[str, str | None] = {}
+    RUNNER = "unittest"
+    run_result: FixtureRun
+
+    maxDiff = None
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.run_result = run_fixture(cls.ARGS, base_env(**cls.ENV), cls.RUNNER)
+
+    @property
+    def r(self) -> FixtureRun:
+        return self.run_result
+
+    def assertInReport(self, needle: str, text: str | None = None) -> None:
+        haystack = self.r.output if text is None else text
+        if needle not in haystack:
+            self.fail(f"{needle!r} not in the report\n{text if text is not None else self.r.describe()}")
+
+    def assertMatchesReport(self, pattern: str, text: str | None = None) -> re.Match:
+        haystack = self.r.output if text is None else text
+        m = re.search(pattern, haystack, re.M)
+        if m is None:
+            self.fail(f"/{pattern}/ not in the report\n{text if text is not None else self.r.describe()}")
+        return m
+
+    def check_nothing_left(self) -> None:
+        self.assertEqual(self.r.leftover_processes, {}, "processes of the run still alive after it ended")
+        self.assertEqual(self.r.leftover_temp, [], "harness temp dirs left in the run's TMPDIR")
