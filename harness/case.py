@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 import tempfile
 import time
 import unittest
@@ -185,19 +186,18 @@ class _PoolRun:
         self.pids: list[int] = []
 
     def run_once(self, kwargs: dict[str, Any] | None) -> list[RankResult]:
-        marks = markers(self.fn)
-        temp_dir = tempfile.mkdtemp(prefix="harness-test-") if marks["temp_dir"] else None
-        scratch = tempfile.mkdtemp(prefix="harness-store-")
         self.examples += 1
-        pool = None
+        key = (self.world_size, self.placement.device_type)
+        existing = pools._POOLS.get(key)
+        if existing is None or existing.broken or not self.conf.reuse:
+            self.reused = False
+        pool = pools.get_pool(self.world_size, self.placement.device_type, self.threads, self.conf.start_timeout)
+        self.pids = pool.pids
+        # Inside the pool's directory, so that ranks whose parent was killed remove them with it.
+        temp_dir = tempfile.mkdtemp(prefix="test-", dir=pool.dir) if markers(self.fn)["temp_dir"] else None
+        scratch = tempfile.mkdtemp(prefix="store-", dir=pool.dir)
         try:
-            key = (self.world_size, self.placement.device_type)
-            existing = pools._POOLS.get(key)
-            if existing is None or existing.broken or not self.conf.reuse:
-                self.reused = False
-            pool = pools.get_pool(self.world_size, self.placement.device_type, self.threads, self.conf.start_timeout)
-            self.pids = pool.pids
-            module_file = getattr(__import__("sys").modules.get(type(self.test).__module__), "__file__", None)
+            module_file = getattr(sys.modules.get(type(self.test).__module__), "__file__", None)
             task = Task(module=type(self.test).__module__, module_file=module_file,
                         qualname=type(self.test).__qualname__, method=self.test._testMethodName,
                         device_type=self.placement.device_type, seed=self.conf.seed, kwargs=kwargs,
@@ -205,11 +205,11 @@ class _PoolRun:
             pool.pg_suspect = False
             return pool.run(task, self.timeout, self.conf.peer_grace)
         finally:
-            if pool is not None and not self.conf.reuse:
-                pools.discard_pool(pool)
             if temp_dir:
                 shutil.rmtree(temp_dir, ignore_errors=True)
             shutil.rmtree(scratch, ignore_errors=True)
+            if not self.conf.reuse:
+                pools.discard_pool(pool)
 
 
 def _run_in_pool(test: MultiProcessTestCase) -> None:

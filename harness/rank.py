@@ -6,6 +6,7 @@ import faulthandler
 import importlib
 import importlib.util
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -209,18 +210,19 @@ def _after_test(keeper: Any, result: RankResult) -> None:
         keeper.release()  # a group the test made itself (not ours) does not outlive the test
 
 
-def _watch_parent(parent_pid: int) -> None:
-    """Die with the parent, even when it was SIGKILLed and could not tell us."""
+def _watch_parent(parent_pid: int, pool_dir: str) -> None:
+    """Die with the parent, even when it was SIGKILLed and could not tell us, and clean up after it."""
     while True:
         time.sleep(0.5)
         if os.getppid() != parent_pid:
+            shutil.rmtree(pool_dir, ignore_errors=True)  # every rank tries; the first one wins
             os._exit(70)
 
 
 def worker_main(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: str, threads: int,
                 parent_pid: int) -> None:
     """Entry point of a spawned rank process; serves tasks until the parent sends None or goes away."""
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="harness-watch-parent").start()
+    threading.Thread(target=_watch_parent, args=(parent_pid, pool_dir), daemon=True, name="harness-watch-parent").start()
     stack_file = open(os.path.join(pool_dir, f"rank{rank}.stack"), "w")
     faulthandler.enable(file=stack_file, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True, chain=False)

@@ -72,6 +72,8 @@ class TestParentKilled(unittest.TestCase):
             proc.wait(30)
             left = wait_until_gone(token, grace=15)
             self.assertEqual(left, {}, "rank processes outlived their killed parent")
+            # The ranks remove the pool's directory (stores, output, the test's temp dir) as they go.
+            self.assertEqual(sorted(n for n in os.listdir(tmpdir) if n.startswith("harness-")), [])
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)

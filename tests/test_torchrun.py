@@ -1,0 +1,131 @@
+"""torchrun mode: each torchrun process is one rank, rank 0 reports for all; one node and two "nodes"."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from tests._support import REPO, base_env, fixture_line
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+FX = "tests.fixtures.fx_torchrun"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(tmpdir: str, **extra: str) -> dict[str, str]:
+    env = base_env(**extra)
+    env["TMPDIR"] = tmpdir
+    env["PYTHONPATH"] = REPO
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+class TorchrunCase(unittest.TestCase):
+    maxDiff = None
+
+    def setUp(self) -> None:
+        self.tmpdir = tempfile.mkdtemp(prefix="distharness-torchrun-")
+        self.addCleanup(shutil.rmtree, self.tmpdir, True)
+
+    def run_cmd(self, cmd: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+    def assertNothingLeft(self) -> None:
+        self.assertEqual(sorted(n for n in os.listdir(self.tmpdir) if n.startswith("harness-")), [])
+
+
+class TestStandalone(TorchrunCase):
+    """torchrun --standalone --nproc-per-node 2 <fixture module>, and -m unittest."""
+
+    def test_rank0_reports_for_every_rank(self):
+        # The module's own __main__ (harness.run_tests): under torchrun rank 0 alone prints.
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
+                            "-v", "TestLaunched", "TestNeedsFour"], _env(self.tmpdir))
+        text = out.stdout + out.stderr
+        self.assertNotEqual(out.returncode, 0, text)  # one test fails on rank 1
+        # Rank 0 alone prints the report: each test appears once.
+        self.assertEqual(text.count("test_a_all_reduce (__main__.TestLaunched"), 1, text)
+        # Both ranks ran, in different processes, and their output came back to rank 0.
+        rows = re.findall(r"\[rank (\d)\] LAUNCHED rank=(\d) pid=(\d+) sum=(\d+) device=cpu", text)
+        self.assertEqual(sorted(r[0] for r in rows), ["0", "1"], text)
+        self.assertEqual(len({r[2] for r in rows}), 2)
+        self.assertTrue(all(r[3] == "3" for r in rows))
+        # The failure on rank 1 is reported by rank 0, with rank 1's traceback.
+        self.assertIn("TestLaunched.test_b_fails_on_rank_1 [rank 1/2] failed", text)
+        self.assertIn(f'fx_torchrun.py", line {fixture_line("fx_torchrun", "FAIL-RANK1")}', text)
+        self.assertIn("only rank 1 disagrees", text)
+        self.assertIn("rank 0: passed", text)
+        # One temp dir, the same path on both ranks.
+        paths = set(re.findall(r"TEMPDIR rank=\d path=(\S+)", text))
+        self.assertEqual(len(paths), 1, text)
+        self.assertFalse(os.path.exists(paths.pop()))
+        self.assertIn("needs world size 4, torchrun launched 2 ranks", text)
+        self.assertRegex(text, r"Ran 5 tests .*\n\nFAILED \(failures=1, skipped=1\)")
+        self.assertNothingLeft()
+
+    def test_hang_ends_the_job_with_stacks(self):
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "unittest", "-v",
+                            f"{FX}.TestZHang"], _env(self.tmpdir, FX_HANG="1"), timeout=240)
+        text = out.stdout + out.stderr
+        self.assertNotEqual(out.returncode, 0, text)
+        self.assertIn("TestZHang.test_hang [rank 1/2] timed out", text)
+        self.assertIn(f'fx_torchrun.py", line {fixture_line("fx_torchrun", "HANG-LINE")} in test_hang', text)
+        self.assertRegex(text, r"rank 0: timed out after 4 s .*it was in barrier")
+        self.assertIn("ending the job", text)
+
+
+class TestRunnerUnderTorchrun(TorchrunCase):
+    """run_tests.py under torchrun: one report, one JUnit file, from rank 0."""
+
+    def test_run_tests_py(self):
+        junit = os.path.join(self.tmpdir, "junit.xml")
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "run_tests.py",
+                            "-i", "test_fully_shard_checkpoint", "-k", "root_fully_shard", "--junit-xml", junit],
+                           _env(self.tmpdir))
+        text = out.stdout + out.stderr
+        self.assertEqual(out.returncode, 0, text)
+        self.assertEqual(text.count("1 passed, 0 failed, 0 skipped"), 1, text)
+        with open(junit) as f:
+            self.assertIn("test_state_dict_save_load_root_fully_shard", f.read())
+
+
+class TestTwoNodes(TorchrunCase):
+    """Two torchrun invocations, --nnodes 2, c10d rendezvous on 127.0.0.1: two "nodes" on one machine."""
+
+    def test_two_nodes(self):
+        port = _free_port()
+        common = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                  "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"distharness-{port}"]
+        args = ["tests/fixtures/fx_torchrun.py", "-v", "TestLaunched.test_a_all_reduce", "TestLaunched.test_d_same_example"]
+        env = _env(self.tmpdir)
+        nodes = [subprocess.Popen([*TORCHRUN, *common, "--node-rank", str(i), *args], cwd=REPO, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+        outputs = []
+        for node in nodes:
+            try:
+                outputs.append(node.communicate(timeout=300)[0])
+            except subprocess.TimeoutExpired:
+                node.kill()
+                outputs.append(node.communicate()[0])
+        text = "\n".join(outputs)
+        self.assertEqual([n.returncode for n in nodes], [0, 0], text)
+        # Exactly one node hosts rank 0 and prints the report, with both ranks' output in it.
+        reports = [o for o in outputs if "Ran 2 tests" in o]
+        self.assertEqual(len(reports), 1, text)
+        self.assertRegex(reports[0], r"\[rank 0\] LAUNCHED rank=0 .* sum=3")
+        self.assertRegex(reports[0], r"\[rank 1\] LAUNCHED rank=1 .* sum=3")
+        self.assertIn("OK", reports[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
