@@ -13,7 +13,7 @@ from typing import Any, Callable
 from harness import pool as pools
 from harness import report
 from harness.assertions import DistributedAssertions
-from harness.comms import Placement, choose_placement
+from harness.comms import choose_placement
 from harness.config import settings
 from harness.decorators import markers
 from harness.errors import RankAbort, RankError, RankFailure, UsageError
@@ -164,11 +164,6 @@ def _world_size(test: MultiProcessTestCase, test_id: str) -> int:
     return ws
 
 
-def _placement(test: MultiProcessTestCase, test_id: str, world_size: int, fn: Any) -> Placement:
-    conf = settings()
-    return choose_placement(world_size, markers(fn)["gpus"], conf.device)
-
-
 class _PoolRun:
     """One test in the parent: its placement, its pool, its temp dir, its examples."""
 
@@ -178,8 +173,8 @@ class _PoolRun:
         self.fn = getattr(type(test), test._testMethodName)
         self.conf = settings()
         self.world_size = _world_size(test, self.test_id)
-        self.placement = _placement(test, self.test_id, self.world_size, self.fn)
-        self.timeout = self.conf.timeout_for(getattr(test, "timeout", None))
+        self.placement = choose_placement(self.world_size, markers(self.fn)["gpus"], self.conf.device)
+        self.timeout = self.conf.timeout_for(getattr(test, "timeout", None), self.test_id)
         self.threads = self.conf.threads or _default_threads(self.world_size)
         self.examples = 0
         self.reused = True
@@ -219,11 +214,24 @@ def _run_in_pool(test: MultiProcessTestCase) -> None:
     try:
         if run.placement.skip:
             raise unittest.SkipTest(run.placement.skip)
+        _note_fallback(run)
         drive(test, run, run.run_once)
     finally:
         report.record(report.TestRecord(run.test_id, run.world_size, run.placement.label if run.examples else "",
                                         run.placement.reason, time.monotonic() - started, run.pids, run.reused,
                                         run.examples))
+
+
+_fallbacks_noted: set[str] = set()
+
+
+def _note_fallback(run: _PoolRun) -> None:
+    """Say once per run (per reason) that tests went to CPU for want of GPUs: never a silent skip."""
+    reason = run.placement.reason
+    if run.placement.device_type == "cpu" and run.conf.device == "auto" and reason not in _fallbacks_noted:
+        _fallbacks_noted.add(reason)
+        sys.stderr.write(f"\nharness: {run.test_id} {reason} (so do later tests with the same reason; "
+                         "HARNESS_DEVICE=cuda skips them instead)\n")
 
 
 def drive(test: MultiProcessTestCase, run: Any,

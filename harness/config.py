@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
+from typing import Any
 
 from harness.errors import UsageError
 
@@ -10,7 +12,7 @@ __all__ = ["Settings", "settings", "DEVICE_CHOICES"]
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
-# name -> (default, one-line meaning). The README's table is generated from the same words.
+# name -> (default, one-line meaning); the README's table says the same for users.
 VARIABLES: dict[str, tuple[str, str]] = {
     "HARNESS_DEVICE": ("auto", "auto | cpu | cuda: where tests run (auto: CUDA/NCCL when there are enough GPUs, else CPU/gloo)"),
     "HARNESS_TIMEOUT": ("", "seconds one test may run before its ranks' stacks are dumped and they are killed (overrides a class's `timeout`; default 300)"),
@@ -36,13 +38,21 @@ class Settings:
     start_timeout: float
     show_output: bool
 
-    def timeout_for(self, class_timeout: float | None) -> float:
-        """The environment wins over the class so that a run can raise or lower every limit at once."""
+    def timeout_for(self, class_timeout: Any, test_id: str = "") -> float:
+        """The environment wins over the class so that a run can raise or lower every limit at once.
+
+        A class's ``timeout`` may be seconds or a ``datetime.timedelta`` (upstream's continuous tests).
+        """
         if self.timeout is not None:
             return self.timeout
-        if class_timeout is not None:
-            return float(class_timeout)
-        return DEFAULT_TIMEOUT
+        if class_timeout is None:
+            return DEFAULT_TIMEOUT
+        if isinstance(class_timeout, datetime.timedelta):
+            class_timeout = class_timeout.total_seconds()
+        if isinstance(class_timeout, bool) or not isinstance(class_timeout, (int, float)) or class_timeout <= 0:
+            raise UsageError(f"{test_id}: timeout = {class_timeout!r} on the class; give seconds > 0 "
+                             "(e.g. timeout = 120) or a datetime.timedelta")
+        return float(class_timeout)
 
 
 def _get(name: str) -> str:

@@ -270,7 +270,7 @@ class _LaunchedRun:
         self.conf = settings()
         self.world_size = _world_size(test, self.test_id)
         self.placement = Placement(job.device_type, job.world_size, "launched by torchrun")
-        self.timeout = self.conf.timeout_for(getattr(test, "timeout", None))
+        self.timeout = self.conf.timeout_for(getattr(test, "timeout", None), self.test_id)
         self.examples = 0
 
 

@@ -14,6 +14,8 @@ import importlib
 import inspect
 import itertools
 import os
+import shutil
+import tempfile
 import unittest
 
 import torch
@@ -21,6 +23,7 @@ import torch.distributed as dist
 from torch.testing._internal.common_distributed import MultiProcessTestCase as UpstreamMultiProcessTestCase
 
 import harness
+from harness.decorators import markers
 from harness.hypothesis_support import load_profile
 
 
@@ -54,8 +57,26 @@ class _UpstreamAdapter(UpstreamMultiProcessTestCase):
         from hypothesis import settings
 
         fn = getattr(type(self), test_name)
-        if getattr(fn, "hypothesis", None) is not None and not getattr(fn, "_hypothesis_internal_settings_applied", False):
+        hyp = getattr(fn, "hypothesis", None)
+        if hyp is not None and not getattr(fn, "_hypothesis_internal_settings_applied", False):
             fn._hypothesis_internal_use_settings = settings.default
+        if hyp is not None and markers(fn)["temp_dir"]:
+            # Upstream's with_temp_dir sits under @given, so every example gets a fresh directory that
+            # rank 0 makes and broadcasts; do the same around each example here.
+            inner = hyp.inner_test
+
+            def fresh_dir_per_example(test, *args, **kwargs):
+                box = [tempfile.mkdtemp() if test.rank == 0 else None]
+                dist.broadcast_object_list(box)
+                test.temp_dir = box[0]
+                try:
+                    return inner(test, *args, **kwargs)
+                finally:
+                    dist.barrier()
+                    if test.rank == 0:
+                        shutil.rmtree(box[0], ignore_errors=True)
+
+            hyp.inner_test = fresh_dir_per_example
         try:
             super().run_test(test_name, parent_pipe)
         finally:
