@@ -65,12 +65,13 @@ class _UpstreamAdapter(UpstreamMultiProcessTestCase):
             # rank 0 makes and broadcasts; do the same around each example here.
             inner = hyp.inner_test
 
-            def fresh_dir_per_example(test, *args, **kwargs):
+            def fresh_dir_per_example(*args, **kwargs):
+                test = args[0] if args else kwargs["self"]
                 box = [tempfile.mkdtemp() if test.rank == 0 else None]
                 dist.broadcast_object_list(box)
                 test.temp_dir = box[0]
                 try:
-                    return inner(test, *args, **kwargs)
+                    return inner(*args, **kwargs)
                 finally:
                     dist.barrier()
                     if test.rank == 0:
