@@ -688,6 +688,10 @@ def main(argv: list[str] | None = None) -> int:
         from harness import pool as harness_pool
 
         harness_pool.shutdown_all()
+        # Each test's line already says where it ran and why; no end-of-run note about CPU fallbacks.
+        from harness import report as harness_report
+
+        harness_report.fallbacks.clear()
     wall = time.monotonic() - started
 
     not_run = len(tests) - result.started

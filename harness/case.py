@@ -222,16 +222,10 @@ def _run_in_pool(test: MultiProcessTestCase) -> None:
                                         run.examples))
 
 
-_fallbacks_noted: set[str] = set()
-
-
 def _note_fallback(run: _PoolRun) -> None:
-    """Say once per run (per reason) that tests went to CPU for want of GPUs: never a silent skip."""
-    reason = run.placement.reason
-    if run.placement.device_type == "cpu" and run.conf.device == "auto" and reason not in _fallbacks_noted:
-        _fallbacks_noted.add(reason)
-        sys.stderr.write(f"\nharness: {run.test_id} {reason} (so do later tests with the same reason; "
-                         "HARNESS_DEVICE=cuda skips them instead)\n")
+    """Remember tests that went to CPU for want of GPUs; the run ends by saying so (never a silent skip)."""
+    if run.placement.device_type == "cpu" and run.conf.device == "auto":
+        report.note_fallback(run.placement.reason, run.test_id)
 
 
 def drive(test: MultiProcessTestCase, run: Any,

@@ -1,13 +1,14 @@
 """What the parent shows: rank-prefixed output blocks, the per-test record, and test ids for messages."""
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import sys
 from typing import Any
 
 from harness.outcome import RankResult, prefixed
 
-__all__ = ["TestRecord", "records", "record", "print_rank_output", "short_id"]
+__all__ = ["TestRecord", "records", "record", "print_rank_output", "short_id", "note_fallback", "fallbacks"]
 
 
 @dataclasses.dataclass
@@ -49,3 +50,26 @@ def print_rank_output(results: list[RankResult]) -> None:
     if blocks:
         sys.stdout.write("\n".join(blocks) + "\n")
         sys.stdout.flush()
+
+
+#: reason -> test ids that ran on CPU/gloo because there were not enough GPUs
+fallbacks: dict[str, list[str]] = {}
+
+
+def note_fallback(reason: str, test_id: str) -> None:
+    if not fallbacks:
+        atexit.register(_say_fallbacks)
+    fallbacks.setdefault(reason, []).append(test_id)
+
+
+def _say_fallbacks() -> None:
+    """At the end of a unittest or pytest run: which tests ran on CPU instead of GPUs, and why.
+
+    A runner that shows each test's placement itself (run_tests.py) clears ``fallbacks`` first.
+    """
+    for reason, tests in fallbacks.items():
+        shown = ", ".join(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
+        why = reason.removesuffix(": ran on CPU/gloo")
+        sys.stderr.write(f"harness: {len(tests)} test(s) ran on CPU/gloo, not GPUs ({why}): {shown}; "
+                         "HARNESS_DEVICE=cuda would skip them instead\n")
+    fallbacks.clear()
