@@ -210,19 +210,41 @@ def _after_test(keeper: Any, result: RankResult) -> None:
         keeper.release()  # a group the test made itself (not ours) does not outlive the test
 
 
+def _orphaned_exit(pool_dir: str) -> None:
+    """The parent is gone (SIGKILLed, say) and cannot clean up: remove the pool's files and leave."""
+    # Every rank tries, concurrently; an entry one of them lists may be gone when it gets to it, so try
+    # again until the directory is gone (or give up after two seconds).
+    for _ in range(20):
+        shutil.rmtree(pool_dir, ignore_errors=True)
+        if not os.path.exists(pool_dir):
+            break
+        time.sleep(0.1)
+    os._exit(70)
+
+
 def _watch_parent(parent_pid: int, pool_dir: str) -> None:
     """Die with the parent, even when it was SIGKILLed and could not tell us, and clean up after it."""
     while True:
         time.sleep(0.5)
         if os.getppid() != parent_pid:
-            shutil.rmtree(pool_dir, ignore_errors=True)  # every rank tries; the first one wins
-            os._exit(70)
+            _orphaned_exit(pool_dir)
 
 
 def worker_main(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: str, threads: int,
                 parent_pid: int) -> None:
     """Entry point of a spawned rank process; serves tasks until the parent sends None or goes away."""
-    threading.Thread(target=_watch_parent, args=(parent_pid, pool_dir), daemon=True, name="harness-watch-parent").start()
+    threading.Thread(target=_watch_parent, args=(parent_pid, pool_dir), daemon=True,
+                     name="harness-watch-parent").start()
+    try:
+        _serve(conn, rank, world_size, device_type, pool_dir, threads)
+    except (BrokenPipeError, EOFError, ConnectionError, OSError):
+        if os.getppid() == parent_pid:
+            raise
+    if os.getppid() != parent_pid:
+        _orphaned_exit(pool_dir)
+
+
+def _serve(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: str, threads: int) -> None:
     stack_file = open(os.path.join(pool_dir, f"rank{rank}.stack"), "w")
     faulthandler.enable(file=stack_file, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True, chain=False)

@@ -73,7 +73,8 @@ class TestParentKilled(unittest.TestCase):
             left = wait_until_gone(token, grace=15)
             self.assertEqual(left, {}, "rank processes outlived their killed parent")
             # The ranks remove the pool's directory (stores, output, the test's temp dir) as they go.
-            self.assertEqual(sorted(n for n in os.listdir(tmpdir) if n.startswith("harness-")), [])
+            left_dirs = sorted(n for n in os.listdir(tmpdir) if n.startswith("harness-"))
+            self.assertEqual(left_dirs, [], [list(os.walk(os.path.join(tmpdir, d))) for d in left_dirs])
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
