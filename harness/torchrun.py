@@ -94,6 +94,9 @@ class _Job:
         atexit.register(self._at_exit)
         if self.rank == 0:
             signal.signal(signal.SIGTERM, self._on_sigterm)
+        # A rank that dies (SIGSEGV, abort) prints its Python stack to the job's stderr, past any capture.
+        self._crash_stream = os.fdopen(os.dup(2), "w")
+        faulthandler.enable(file=self._crash_stream, all_threads=True)
 
     # ---- one test ------------------------------------------------------------------------------
 
@@ -104,6 +107,7 @@ class _Job:
 
         self.seq += 1
         prefix = f"t{self.seq}"
+        self.collecting_test = test_id
         temp_dir = None
         if temp_dir_wanted:
             if self.rank == 0:
@@ -128,6 +132,7 @@ class _Job:
             with self.lock:
                 self.current = None
         self.store.set(f"{prefix}/result/{self.rank}", pickle.dumps(result))
+        self.collecting_test = test_id
         results = self._collect(prefix, timeout + grace + 5)
         # Every rank sees the same results, so every rank rebuilds the group before the next test alike.
         self.pg_suspect = any(r.is_bad for r in results)
@@ -236,14 +241,24 @@ class _Job:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
+        """torchrun stops every rank when one dies: say which test that was, then go at once (raising
+        would only let unittest record an error and start the next test on a world that is gone)."""
+        from harness.rank import write_to_real_stderr
+
         prefix = getattr(self, "collecting", None)
+        test_id = getattr(self, "collecting_test", None) or "a test"
         if prefix:
-            missing = [r for r in range(self.world_size) if not self.store.check([f"{prefix}/result/{r}"])]
-            sys.__stderr__.write(f"\nharness: torchrun stopped the job while test {prefix} was running; rank(s) "
-                                 f"{missing} sent no result (one of them probably died: see torchrun's error "
-                                 "summary for its exit code and traceback)\n")
-            sys.__stderr__.flush()
-        raise SystemExit(128 + signum)
+            try:
+                missing = [r for r in range(self.world_size) if not self.store.check([f"{prefix}/result/{r}"])]
+            except Exception:
+                missing = []
+            write_to_real_stderr(f"\nharness: torchrun stopped the job while {test_id} was running; rank(s) "
+                                 f"{missing or '?'} sent no result: it died (its Python stack, if it had one, is above; "
+                                 "torchrun's summary below gives its exit code or signal)\n")
+        else:
+            write_to_real_stderr(f"\nharness: torchrun stopped the job (signal {signum}) during {test_id}\n")
+        self._set_done()
+        os._exit(128 + signum)
 
 
 _job: _Job | None = None

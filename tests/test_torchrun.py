@@ -84,6 +84,20 @@ class TestStandalone(TorchrunCase):
         self.assertIn("ending the job", text)
 
 
+class TestCrashUnderTorchrun(TorchrunCase):
+    def test_crash_ends_the_job_and_names_the_test(self):
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
+                            "-v", "TestZCrash"], _env(self.tmpdir, FX_CRASH="1"), timeout=240)
+        text = out.stdout + out.stderr
+        self.assertNotEqual(out.returncode, 0, text)
+        self.assertIn("torchrun stopped the job while fx_torchrun.TestZCrash.test_a_crash was running; rank(s) [1]",
+                      text)
+        # rank 1's own Python stack, from faulthandler, names the line that crashed
+        self.assertIn(f'fx_torchrun.py", line {fixture_line("fx_torchrun", "CRASH-LINE")} in test_a_crash', text)
+        self.assertIn("SIGSEGV", text)
+        self.assertNotIn("NEVER-RUNS", text)
+
+
 class TestRunnerUnderTorchrun(TorchrunCase):
     """run_tests.py under torchrun: one report, one JUnit file, from rank 0."""
 
