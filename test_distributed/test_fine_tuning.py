@@ -78,7 +78,7 @@ class TestFineTuning(DTensorTestBase):
 
     def _wrap(self, module: torch.nn.Module, **kwargs: Any) -> FSDP:
         mesh = init_device_mesh(self.device_type, (self.world_size,))
-        # FSDP1 needs device_id to run on CPU; on CUDA it names the rank's GPU, as .cuda() did upstream.
+        # FSDP1 needs device_id to run on CPU; on CUDA it names the rank's GPU, as moving the model to CUDA did upstream.
         return FSDP(module.to(self.device), device_mesh=mesh, device_id=self.device, **kwargs)
 
     def _train(self, model: FSDP, optim: torch.optim.Optimizer, seed: int, phase: int) -> None:
