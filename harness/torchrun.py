@@ -86,6 +86,7 @@ class _Job:
                                os.path.join(self.scratch, "out"), keeper)
         self.seq = 0
         self.pg_suspect = False
+        self.active: tuple[str, str] | None = None  # (store prefix, test id) of the test under way
         self.poisoned = ""  # set once a rank hung: the world cannot run another test
         self.current: dict[str, Any] | None = None
         self.lock = threading.Lock()
@@ -107,7 +108,7 @@ class _Job:
 
         self.seq += 1
         prefix = f"t{self.seq}"
-        self.collecting_test = test_id
+        self.active = (prefix, test_id)
         temp_dir = None
         if temp_dir_wanted:
             if self.rank == 0:
@@ -132,8 +133,8 @@ class _Job:
             with self.lock:
                 self.current = None
         self.store.set(f"{prefix}/result/{self.rank}", pickle.dumps(result))
-        self.collecting_test = test_id
         results = self._collect(prefix, timeout + grace + 5)
+        self.active = None
         # Every rank sees the same results, so every rank rebuilds the group before the next test alike.
         self.pg_suspect = any(r.is_bad for r in results)
         for r in results:
@@ -151,12 +152,10 @@ class _Job:
         """Every rank's result from the store; short polls so SIGTERM from torchrun is handled at once."""
         keys = [f"{prefix}/result/{r}" for r in range(self.world_size)]
         deadline = time.monotonic() + wait_s
-        self.collecting = prefix
         while time.monotonic() < deadline:
             if self.store.check(keys):
                 break
             time.sleep(0.02)
-        self.collecting = None
         results = []
         for r, key in enumerate(keys):
             if self.store.check([key]):
@@ -245,18 +244,20 @@ class _Job:
         would only let unittest record an error and start the next test on a world that is gone)."""
         from harness.rank import write_to_real_stderr
 
-        prefix = getattr(self, "collecting", None)
-        test_id = getattr(self, "collecting_test", None) or "a test"
-        if prefix:
+        active = self.active
+        if active is not None:
+            prefix, test_id = active
             try:
-                missing = [r for r in range(self.world_size) if not self.store.check([f"{prefix}/result/{r}"])]
+                missing = [r for r in range(self.world_size)
+                           if r != self.rank and not self.store.check([f"{prefix}/result/{r}"])]
             except Exception:
                 missing = []
-            write_to_real_stderr(f"\nharness: torchrun stopped the job while {test_id} was running; rank(s) "
-                                 f"{missing or '?'} sent no result: it died (its Python stack, if it had one, is above; "
-                                 "torchrun's summary below gives its exit code or signal)\n")
+            who = f"rank(s) {missing} sent no result" if missing else "another rank stopped"
+            write_to_real_stderr(f"\nharness: torchrun stopped the job while {test_id} was running; {who}: it "
+                                 "died (its Python stack, if it had one, is above; torchrun's summary below gives "
+                                 "its exit code or signal)\n")
         else:
-            write_to_real_stderr(f"\nharness: torchrun stopped the job (signal {signum}) during {test_id}\n")
+            write_to_real_stderr(f"\nharness: torchrun stopped the job (signal {signum}) between tests\n")
         self._set_done()
         os._exit(128 + signum)
 
