@@ -199,6 +199,10 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
 
 
 def _after_test(keeper: Any, result: RankResult) -> None:
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()  # the next test in this process starts with the GPU memory given back
     keeper.forget_if_gone()
     if result.is_bad and keeper.backend is not None and "nccl" not in keeper.backend:
         # Closing a gloo group wakes the peers still blocked on this rank at once ("Connection closed
