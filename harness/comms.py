@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import os
 from typing import Any, Callable
 
 from harness.errors import UsageError

@@ -100,15 +100,11 @@ def describe_exit(code: int | None) -> str:
 
 def blocked_in(stack: str) -> str:
     """The innermost torch.distributed call in a faulthandler dump of the main thread, if any."""
+    # Stacks reach here tidied (tidy_stack): the harness's own thread and frames are gone, so the first
+    # torch.distributed frame (faulthandler lists the most recent call first) is where the rank waits.
     if not stack:
         return ""
     main = stack
-    # faulthandler prints "Current thread"/"Thread" blocks, most recent call first.
-    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", stack)
-    for block in blocks:
-        if "in main_loop" in block or "in _execute" in block or "in execute" in block:
-            main = block
-            break
     for line in main.splitlines():
         m = re.search(r'File "([^"]*torch/distributed/[^"]*)", line (\d+) in (\w+)', line)
         if m:

@@ -11,7 +11,6 @@ the job; a rank that dies makes torchrun stop the job, and rank 0 says which tes
 from __future__ import annotations
 
 import atexit
-import datetime
 import faulthandler
 import os
 import pickle

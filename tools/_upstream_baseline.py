@@ -18,7 +18,6 @@ import shutil
 import tempfile
 import unittest
 
-import torch
 import torch.distributed as dist
 from torch.testing._internal.common_distributed import MultiProcessTestCase as UpstreamMultiProcessTestCase
 
