@@ -18,7 +18,7 @@ from harness.config import settings
 from harness.decorators import markers
 from harness.errors import RankAbort, RankError, RankFailure, UsageError
 from harness.hypothesis_support import is_hypothesis_test, run_given
-from harness.outcome import BAD, CRASHED, ERROR, FAILED, KILLED, SKIPPED, TIMEOUT, RankResult, merge, order_by_cause
+from harness.outcome import BAD, CRASHED, ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, merge, order_by_cause
 from harness.rank import Task
 
 __all__ = ["MultiProcessTestCase", "FSDPTest", "DTensorTestBase"]
@@ -254,16 +254,29 @@ def _report(test: MultiProcessTestCase, run: _PoolRun, results: list[RankResult]
             example: dict[str, Any] | None) -> None:
     """Turn the ranks' results into unittest outcomes: subtests one by one, then the test itself."""
     __tracebackhide__ = True
-    if run.conf.show_output:
-        report.print_rank_output(results)
     where = run.placement.label
+    bad = [r for r in results if r.status in BAD]
+    desync = bool(bad) and all(r.desync for r in bad)
+    # A rank's output is printed once: the root cause's in its failure report, the others' here. Under
+    # hypothesis every example's output is printed here (the reports of the examples hypothesis tries
+    # while shrinking are never shown), and the report leaves it out.
+    verdict = merge(run.test_id, results, run.world_size, where,
+                    with_output=example is None or not run.conf.show_output)
+    if run.conf.show_output:
+        in_report = verdict.root_rank if verdict.status in (FAILED, ERROR) and not desync and example is None else None
+        report.print_rank_output([r for r in results if r.rank != in_report])
     suffix = ""
     if example is not None:
         shown = ", ".join(f"{k}={v!r}" for k, v in example.items())
         suffix = (f"\n\nHypothesis example: {shown}\nReproduce it: put @example({shown}) above @given "
                   "(from hypothesis import example), or run with the same HYPOTHESIS_PROFILE (ci is derandomized).")
     sub_failures = _report_subtests(test, run, results, individually=example is None)
-    verdict = merge(run.test_id, results, run.world_size, where)
+    if desync:
+        # Stopped because one combination went wrong on one rank while its peers were inside it: that
+        # combination's report (root cause first, then where each stuck rank was) says it all.
+        if example is None:
+            return
+        raise RankAbort(RankError("\n\n".join(sub_failures) + suffix))
     if verdict.status == SKIPPED:
         raise unittest.SkipTest(verdict.text)
     if verdict.status in (FAILED, ERROR):
@@ -285,25 +298,40 @@ def _report_subtests(test: MultiProcessTestCase, run: _PoolRun, results: list[Ra
     texts = []
     for i in range(count):
         per_rank = [(r.rank, r.subtests[i]) for r in results if len(r.subtests) > i]
+        # ranks stopped inside this combination (still in one of its collectives when a peer was done)
+        stuck = [r for r in results if len(r.subtests) <= i and r.status in (KILLED, TIMEOUT) and not r.at_meeting]
         params = per_rank[0][1].params
         label = per_rank[0][1].label
         bad = [(rank, s) for rank, s in per_rank if s.status in BAD]
         skipped = [(rank, s) for rank, s in per_rank if s.status == SKIPPED]
         text = None
-        if bad:
+        if bad or (skipped and stuck):
             as_results = [RankResult(rank=rank, status=s.status, exc_type=s.exc_type, message=s.message,
                                      traceback=s.traceback) for rank, s in per_rank]
             for res, (rank, _) in zip(as_results, per_rank):
                 res.arrived = float(rank)
-            ordered = order_by_cause(as_results)
-            root = ordered[0]
-            lines = [f"{run.test_id} [rank {root.rank}/{run.world_size}] subtest ({label}) failed on "
-                     f"{run.placement.label}: {root.one_line()}", "", root.traceback.rstrip()]
+            if bad:
+                root = order_by_cause(as_results)[0]
+                lines = [f"{run.test_id} [rank {root.rank}/{run.world_size}] subtest ({label}) failed on "
+                         f"{run.placement.label}: {root.one_line()}", "", root.traceback.rstrip()]
+                error: Exception = RankFailure("") if root.status == FAILED else RankError("")
+            else:
+                root = next(r for r in as_results if r.status == SKIPPED)
+                lines = [f"{run.test_id} [rank {root.rank}/{run.world_size}] skipped subtest ({label}) on "
+                         f"{run.placement.label} ({root.message}) while rank "
+                         f"{', '.join(str(r.rank) for r in stuck)} was still inside it: a combination must be "
+                         "skipped on every rank or on none (decide before its first collective, the same way "
+                         "on every rank)"]
+                error = RankError("")
             others = [r for r in as_results if r is not root]
-            if others:
+            if others or stuck:
                 lines += ["", "Other ranks:"] + [f"  rank {r.rank}: {r.one_line()}" for r in others]
+                lines += [f"  rank {r.rank}: never finished this combination: {r.one_line()}" for r in stuck]
+            for r in stuck:
+                if r.stack.strip():
+                    lines += ["", f"rank {r.rank} stack (faulthandler):", r.stack.rstrip()]
             text = "\n".join(lines)
-            error: Exception = RankFailure(text) if root.status == FAILED else RankError(text)
+            error.args = (text,)
         if not individually:
             if text:
                 texts.append(text)

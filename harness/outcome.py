@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
 import re
 import signal
 import traceback
 from typing import Any
 
-__all__ = ["RankResult", "SubtestOutcome", "Verdict", "capture_exception", "merge", "picklable"]
+__all__ = ["RankResult", "SubtestOutcome", "Verdict", "capture_exception", "merge", "picklable", "sendable",
+           "read_bounded", "bounded_output"]
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 CRASHED, TIMEOUT, KILLED = "crashed", "timeout", "killed"
@@ -54,6 +56,8 @@ class RankResult:
     stack: str = ""  # faulthandler dump taken by the parent over the side channel (hangs, peers it killed)
     exitcode: int | None = None
     arrived: float = 0.0  # parent's clock when the result (or the death) was seen
+    desync: bool = False  # stopped because a run_subtests combination went wrong on some rank
+    at_meeting: bool = False  # ... while this rank waited for the others after a combination
 
     @property
     def is_bad(self) -> bool:
@@ -116,6 +120,81 @@ def blocked_in(stack: str) -> str:
     return ""
 
 
+def _plain(text: Any) -> str:
+    """A plain ``str`` (a str subclass may not pickle; anything else becomes its repr)."""
+    if isinstance(text, str):
+        return str.__str__(text)
+    try:
+        return repr(text)
+    except Exception:
+        return f"<unprintable {type(text).__name__}>"
+
+
+def sendable(result: RankResult) -> RankResult:
+    """``result`` if it pickles; else a copy made of plain strings, so no exception can kill a rank on its
+    way back to the parent (an exception whose message is an unpicklable str subclass once did)."""
+    try:
+        pickle.dumps(result)
+        return result
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {exc}"
+    subs = [SubtestOutcome({_plain(k): _plain(v) for k, v in s.params.items()}, _plain(s.status), _plain(s.exc_type),
+                           _plain(s.message), _plain(s.traceback)) for s in result.subtests]
+    copy = RankResult(rank=int(result.rank), status=_plain(result.status), exc_type=_plain(result.exc_type),
+                      message=_plain(result.message), traceback=_plain(result.traceback), subtests=subs,
+                      output=_plain(result.output), duration=float(result.duration), stack=_plain(result.stack))
+    for name in ("altered",):  # fields other parts of the harness may add
+        if hasattr(result, name):
+            try:
+                setattr(copy, name, [_plain(x) for x in getattr(result, name)])
+            except Exception:
+                pass
+    try:
+        pickle.dumps(copy)
+        return copy
+    except Exception:
+        return RankResult(rank=int(result.rank), status=ERROR, exc_type="harness.HarnessError",
+                          message=f"this rank's result could not be sent to the parent ({why})")
+
+
+#: bytes of one rank's output kept for one test: the first and the last half, the cut said between
+OUTPUT_LIMIT = 64 * 1024
+
+
+def bounded_output(data: bytes, limit: int = OUTPUT_LIMIT, total: int | None = None, tail: bytes = b"") -> str:
+    """Output as text, at most about ``limit`` bytes: head and tail kept, what was cut said between them."""
+    total = len(data) + len(tail) if total is None else total
+    if not tail and len(data) <= limit:
+        return data.decode("utf-8", "replace")
+    if not tail:
+        data, tail = data[:limit // 2], data[-(limit // 2):]
+    head_text = data.decode("utf-8", "replace")
+    tail_text = tail.decode("utf-8", "replace")
+    # cut at line ends where there are any, so no line is shown half
+    if "\n" in head_text[len(head_text) // 2:]:
+        head_text = head_text[:head_text.rindex("\n") + 1]
+    if "\n" in tail_text[: len(tail_text) // 2]:
+        tail_text = tail_text[tail_text.index("\n") + 1:]
+    cut = total - len(head_text.encode("utf-8", "replace")) - len(tail_text.encode("utf-8", "replace"))
+    return (f"{head_text.rstrip(chr(10))}\n... {max(cut, 0)} bytes of output not shown "
+            f"(the first and last {limit // 2048} KiB are kept) ...\n{tail_text}")
+
+
+def read_bounded(path: str, offset: int = 0, limit: int = OUTPUT_LIMIT) -> str:
+    """The file from ``offset`` as text, at most about ``limit`` bytes of it (see bounded_output)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size - offset
+            f.seek(offset)
+            if size <= limit:
+                return f.read().decode("utf-8", "replace")
+            head = f.read(limit // 2)
+            f.seek(offset + size - limit // 2)
+            return bounded_output(head, limit, total=size, tail=f.read())
+    except OSError:
+        return ""
+
+
 def picklable(value: Any) -> Any:
     try:
         pickle.dumps(value)
@@ -147,7 +226,7 @@ def capture_exception(exc: BaseException) -> tuple[str, str, str]:
     module = kind.__module__
     name = kind.__qualname__ if module in ("builtins", "__main__", "__mp_main__") else f"{module}.{kind.__qualname__}"
     try:
-        message = str(exc)
+        message = _plain(str(exc))
     except Exception:  # a broken __str__ must not lose the result
         message = f"<unprintable {kind.__name__}>"
     try:
@@ -207,7 +286,7 @@ def order_by_cause(results: list[RankResult]) -> list[RankResult]:
     return sorted(bad, key=key)
 
 
-def _detail(r: RankResult) -> str:
+def _detail(r: RankResult, with_output: bool = True) -> str:
     parts = []
     if r.status == CRASHED:
         parts.append(f"The process died: {describe_exit(r.exitcode)}.")
@@ -218,23 +297,23 @@ def _detail(r: RankResult) -> str:
             parts.append("Its Python stack at that moment (faulthandler):\n" + r.stack.rstrip())
     else:
         parts.append(r.traceback.rstrip() or f"{r.exc_type}: {r.message}")
-    if r.output.strip():
-        parts.append(prefixed(r.rank, r.output, limit=60))
+    if with_output and r.output.strip():
+        parts.append(prefixed(r.rank, r.output))
     return "\n".join(parts)
 
 
-def prefixed(rank: int, text: str, limit: int | None = None) -> str:
+def prefixed(rank: int, text: str) -> str:
+    """Each line of ``text`` behind ``[rank N]`` (the text is already bounded: see bounded_output)."""
     lines = text.rstrip("\n").splitlines()
-    cut = 0
-    if limit is not None and len(lines) > limit:
-        cut = len(lines) - limit
-        lines = lines[-limit:]
-    head = [f"[rank {rank}] ... {cut} earlier lines not shown"] if cut else []
-    return "\n".join(head + [f"[rank {rank}] {line}" for line in lines])
+    return "\n".join(f"[rank {rank}] {line}" for line in lines)
 
 
-def merge(test_id: str, results: list[RankResult], world_size: int, placement: str) -> Verdict:
-    """Fold the per-rank results (not subtests) into one verdict. ``placement`` is e.g. ``cpu/gloo``."""
+def merge(test_id: str, results: list[RankResult], world_size: int, placement: str,
+          with_output: bool = True) -> Verdict:
+    """Fold the per-rank results (not subtests) into one verdict. ``placement`` is e.g. ``cpu/gloo``.
+
+    ``with_output``: the root cause's output is part of the text (the caller then does not print it).
+    """
     by_status = {s: [r for r in results if r.status == s] for s in (PASSED, SKIPPED)}
     bad = [r for r in results if r.status in BAD]
     if not bad:
@@ -251,9 +330,24 @@ def merge(test_id: str, results: list[RankResult], world_size: int, placement: s
         return Verdict(PASSED, "")
     ordered = order_by_cause(results)
     root = ordered[0]
+    skipped = by_status[SKIPPED]
+    if skipped and all(r.status == KILLED for r in bad):
+        # One rank skipped while the others waited for it inside a collective, until the peer grace ran out.
+        s = skipped[0]
+        head = (f"{_rank_tag(test_id, s.rank, world_size)} skipped on {placement} ({s.message}) while rank "
+                f"{', '.join(str(r.rank) for r in bad)} still waited for it: a test must skip on every rank or "
+                "on none (decide before the first collective, the same way on every rank)")
+        lines = [head]
+        if with_output and s.output.strip():
+            lines += ["", prefixed(s.rank, s.output)]
+        for r in bad:
+            lines += ["", f"rank {r.rank}: {r.one_line()}"] + ([r.stack.rstrip()] if r.stack.strip() else [])
+            if with_output and r.output.strip():
+                lines.append(prefixed(r.rank, r.output))
+        return Verdict(ERROR, "\n".join(lines), s.rank)
     kind = {FAILED: "failed", ERROR: "raised", CRASHED: "died", TIMEOUT: "timed out", KILLED: "was killed"}[root.status]
     head = f"{_rank_tag(test_id, root.rank, world_size)} {kind} on {placement}: {root.one_line()}"
-    lines = [head, "", _detail(root)]
+    lines = [head, "", _detail(root, with_output)]
     others = [r for r in sorted(results, key=lambda r: r.rank) if r is not root]
     if others:
         lines += ["", "Other ranks:"]

@@ -12,7 +12,8 @@ import time
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.outcome import CRASHED, KILLED, TIMEOUT, RankResult, describe_exit, tidy_stack
+from harness.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
+                             read_bounded, tidy_stack)
 
 __all__ = ["RankPool", "get_pool", "discard_pool", "shutdown_all"]
 
@@ -120,7 +121,18 @@ class RankPool:
         return stacks
 
     def run(self, task: Any, timeout: float, peer_grace: float) -> list[RankResult]:
-        """Send ``task`` to every rank and collect one RankResult per rank, whatever happens."""
+        """Send ``task`` to every rank and collect one RankResult per rank, whatever happens.
+
+        An interrupt (Ctrl-C, or SIGTERM turned into one) stops the ranks at once and goes on up.
+        """
+        try:
+            return self._run(task, timeout, peer_grace)
+        except BaseException:
+            self.broken = True
+            self.close()
+            raise
+
+    def _run(self, task: Any, timeout: float, peer_grace: float) -> list[RankResult]:
         self.tests_run += 1
         offsets = self._stack_offsets()
         for r, conn in enumerate(self.conns):
@@ -132,9 +144,12 @@ class RankPool:
         deadline = started + timeout
         results: dict[int, RankResult] = {}
         pending = set(range(self.world_size))
-        first_bad: tuple[float, int] | None = None
+        meeting: dict[int, int] = {}  # rank -> run_subtests meeting it waits at
+        reported: dict[int, list[SubtestOutcome]] = {r: [] for r in range(self.world_size)}
+        # (when, rank, what happened there, came from a subtest meeting)
+        trouble: tuple[float, int, str, bool] | None = None
         while pending:
-            limit = deadline if first_bad is None else min(deadline, first_bad[0] + peer_grace)
+            limit = deadline if trouble is None else min(deadline, trouble[0] + peer_grace)
             waitables = {}
             for r in pending:
                 waitables[self.conns[r]] = r
@@ -147,36 +162,75 @@ class RankPool:
                 r = waitables[obj]
                 if r not in pending:
                     continue
-                result = self._receive(r, offsets[r])
-                if result is None:
+                message = self._receive(r, offsets[r])
+                if message is None:
                     continue  # sentinel fired but data is still in the pipe; read it next round
+                if isinstance(message, tuple) and message[0] == "meet":
+                    _, index, outcome = message
+                    meeting[r] = index
+                    reported[r].append(outcome)
+                    if trouble is None and outcome.status != PASSED:
+                        what = "was skipped" if outcome.status == SKIPPED else "failed"
+                        trouble = (now, r, f"rank {r}'s subtest ({outcome.label}) {what}", True)
+                    continue
+                result = message
                 result.arrived = now
+                if not result.subtests:
+                    result.subtests = reported[r]  # a rank that died: what it said at the meetings
                 results[r] = result
                 pending.discard(r)
+                meeting.pop(r, None)
                 if result.status == CRASHED:
                     self.broken = True
-                if result.is_bad and first_bad is None:
-                    first_bad = (now, r)
+                if trouble is None and result.is_bad:
+                    trouble = (now, r, f"rank {r} {'died' if result.status == CRASHED else 'failed'}", False)
+                elif trouble is None and result.status == SKIPPED and pending:
+                    # a rank that skips while its peers wait for it in a collective must not cost the timeout
+                    trouble = (now, r, f"rank {r} skipped the test", False)
+            if meeting and set(meeting) == pending:
+                if len(pending) == self.world_size and len(set(meeting.values())) == 1:
+                    for r in meeting:
+                        self._reply(r, ("go",))
+                    if trouble is not None and trouble[3]:
+                        trouble = None  # every rank got through that combination: nothing is stuck
+                else:
+                    done = sorted(set(range(self.world_size)) - pending)
+                    why = (f"rank {', '.join(map(str, done))} finished the test while this rank waited after a "
+                           "run_subtests combination: the ranks ran different combinations (the same "
+                           "run_subtests config on every rank, please)")
+                    for r in meeting:
+                        self._reply(r, ("stop", why))
+                meeting.clear()
         if pending:
             self.broken = True
             stacks = self.dump_stacks(sorted(pending))
             elapsed = time.monotonic() - started
             for r in sorted(pending):
-                if first_bad is not None and time.monotonic() < deadline:
-                    why = results[first_bad[1]].status
-                    message = (f"still running {time.monotonic() - first_bad[0]:.1f} s after rank {first_bad[1]} "
-                               f"{'died' if why == CRASHED else 'failed'}; stopped (HARNESS_PEER_GRACE)")
+                if trouble is not None and time.monotonic() < deadline:
+                    if r in meeting:
+                        message = f"stopped while it waited for the other ranks after {trouble[2]}"
+                    else:
+                        message = (f"still running {time.monotonic() - trouble[0]:.1f} s after {trouble[2]}; "
+                                   "stopped (HARNESS_PEER_GRACE)")
                     status = KILLED
                 else:
                     message = f"timed out after {elapsed:.0f} s (raise the class's `timeout` or set HARNESS_TIMEOUT)"
                     status = TIMEOUT
                 results[r] = RankResult(rank=r, status=status, message=message, stack=stacks.get(r, ""),
-                                        output=self._read_from(f"rank{r}.out"), arrived=time.monotonic())
+                                        subtests=reported[r], output=read_bounded(os.path.join(self.dir, f"rank{r}.out")),
+                                        arrived=time.monotonic(), desync=bool(trouble and trouble[3]),
+                                        at_meeting=r in meeting)
         if any(res.is_bad for res in results.values()):
             self.pg_suspect = True
         if self.broken:
             self.close()
         return [results[r] for r in range(self.world_size)]
+
+    def _reply(self, r: int, message: Any) -> None:
+        try:
+            self.conns[r].send(message)
+        except (BrokenPipeError, OSError):
+            pass  # its death is picked up by the loop
 
     def _receive(self, r: int, stack_offset: int) -> RankResult | None:
         conn, proc = self.conns[r], self.procs[r]
@@ -193,7 +247,7 @@ class RankPool:
         return RankResult(rank=r, status=CRASHED, exitcode=proc.exitcode,
                           message=describe_exit(proc.exitcode),
                           stack=tidy_stack(self._read_from(f"rank{r}.stack", stack_offset)),
-                          output=self._read_from(f"rank{r}.out"))
+                          output=read_bounded(os.path.join(self.dir, f"rank{r}.out")))
 
     def close(self) -> None:
         """Stop every rank (politely, then by force) and remove the pool's files."""

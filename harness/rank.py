@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
+import functools
 import importlib
 import importlib.util
 import os
@@ -15,7 +16,8 @@ import unittest
 from typing import Any
 
 from harness import subtests
-from harness.outcome import ERROR, FAILED, PASSED, SKIPPED, RankResult, capture_exception
+from harness.outcome import (ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable,
+                             read_bounded, sendable)
 
 __all__ = ["Task", "RankContext", "execute", "worker_main"]
 
@@ -48,6 +50,9 @@ class RankContext:
     device_type: str
     out_path: str
     keeper: Any  # comms.ProcessGroupKeeper
+    #: meet the other ranks between run_subtests combinations through the parent (pool mode); None: a
+    #: barrier on the test's process group (torchrun, where there is no parent)
+    meet: Any = None
 
 
 def _resolve(task: Task) -> type:
@@ -132,9 +137,73 @@ class _Capture:
         os.dup2(self.saved[1], 2)
         os.close(self.saved[0])
         os.close(self.saved[1])
-        self.file.seek(0)
-        self.text = self.file.read().decode("utf-8", "replace")
         self.file.close()
+        self.text = read_bounded(self.path)
+
+
+class _RankResultCollector(unittest.TestResult):
+    """unittest's own outcome calls, made inside the rank, kept as data for the RankResult.
+
+    Running the test through ``TestCase.run`` (rather than calling setUp, the body and tearDown by hand)
+    gives every rank unittest's semantics: cleanups run whatever happened in setUp, a failing cleanup
+    is an error, a body failure and a tearDown error are both kept, ``self.subTest`` is reported.
+    """
+
+    def __init__(self, recorder: subtests.SubtestRecorder):
+        super().__init__()
+        self.problems: list[tuple[str, BaseException]] = []
+        self.skip_reason: str | None = None
+        self.recorder = recorder
+
+    def _problem(self, err: Any) -> None:
+        exc = err[1] if err[1] is not None else err[0]()
+        self.problems.append((FAILED if isinstance(exc, AssertionError) else ERROR, exc))
+
+    def addError(self, test: Any, err: Any) -> None:
+        self._problem(err)
+
+    def addFailure(self, test: Any, err: Any) -> None:
+        self._problem(err)
+
+    def addSkip(self, test: Any, reason: str) -> None:
+        self.skip_reason = reason
+
+    # @expectedFailure is the parent's to judge (it decorates the method there too): the rank reports
+    # what happened, and the parent's unittest turns a failure into an expected one.
+    def addExpectedFailure(self, test: Any, err: Any) -> None:
+        self._problem(err)
+
+    def addUnexpectedSuccess(self, test: Any) -> None:
+        pass
+
+    def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
+        params = {k: picklable(v) for k, v in subtest.params.items()}
+        if isinstance(subtest._message, str):  # unittest's sentinel when subTest() was given no message
+            params = {"msg": subtest._message, **params}
+        if err is None:
+            self.recorder.outcomes.append(SubtestOutcome(params, PASSED))
+            return
+        if issubclass(err[0], unittest.SkipTest):
+            self.recorder.outcomes.append(SubtestOutcome(params, SKIPPED, message=str(err[1])))
+            return
+        kind, message, tb = capture_exception(err[1])
+        status = FAILED if issubclass(err[0], AssertionError) else ERROR
+        self.recorder.outcomes.append(SubtestOutcome(params, status, kind, message, tb))
+
+
+def _bound_method(test: Any, task: Task, fn: Any) -> Any:
+    """The callable unittest runs as the test: the method, or one hypothesis example of it."""
+    if task.kwargs is None:
+        return None
+    hyp = fn.hypothesis
+    inner = getattr(hyp, "_harness_original_inner", None) or hyp.inner_test
+    kwargs = task.kwargs
+
+    @functools.wraps(fn)
+    def example() -> None:
+        inner(test, **kwargs)
+
+    return example
 
 
 def execute(task: Task, ctx: RankContext) -> RankResult:
@@ -146,6 +215,7 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
     recorder = subtests.SubtestRecorder()
     result = RankResult(rank=ctx.rank, status=PASSED)
     keeper = ctx.keeper
+    test: Any = None
     with _Capture(ctx.out_path) as cap:
         try:
             cls = _resolve(task)
@@ -165,26 +235,34 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
                     # A plain MultiProcessTestCase makes its own group (upstream style, file://self.file_name).
                     keeper.release()
             subtests._recorder = recorder
-            test.setUp()
-            try:
-                if task.kwargs is not None:
-                    hyp = fn.hypothesis
-                    inner = getattr(hyp, "_harness_original_inner", None) or hyp.inner_test
-                    inner(test, **task.kwargs)
-                else:
-                    getattr(test, task.method)()
-            finally:
-                try:
-                    test.tearDown()
-                finally:
-                    test.doCleanups()
+            subtests._meet = ctx.meet
+            example = _bound_method(test, task, fn)
+            if example is not None:
+                setattr(test, task.method, example)
+            collector = _RankResultCollector(recorder)
+            test.run(collector)
+            if collector.problems:
+                status, exc = collector.problems[0]
+                result.status = status
+                result.exc_type, result.message, result.traceback = capture_exception(exc)
+                for _, more in collector.problems[1:]:
+                    result.traceback = (result.traceback.rstrip() + "\n\nAnd, in tearDown or a cleanup of the "
+                                        "same test:\n\n" + capture_exception(more)[2])
+            elif collector.skip_reason is not None:
+                result.status, result.message = SKIPPED, collector.skip_reason
         except unittest.SkipTest as exc:
             result.status, result.message = SKIPPED, str(exc)
         except BaseException as exc:  # noqa: B902 - CheckpointException and friends derive from BaseException
             result.exc_type, result.message, result.traceback = capture_exception(exc)
             result.status = FAILED if isinstance(exc, AssertionError) else ERROR
+            if test is not None and getattr(test, "_cleanups", None):
+                try:
+                    test.doCleanups()  # unittest skips them when a BaseException escapes the test
+                except BaseException:  # noqa: B902
+                    pass
         finally:
             subtests._recorder = None
+            subtests._meet = None
             result.subtests = recorder.outcomes
             if keeper is not None:
                 try:
@@ -226,17 +304,35 @@ def _orphaned_exit(pool_dir: str) -> None:
     os._exit(70)
 
 
+_terminated_at: float | None = None  # when this rank got SIGTERM
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # SIGTERM to the whole process group (`timeout`, a CI cancel) reaches the parent too, and the parent
+    # cleans up (it stops this rank and removes the pool's files). The watch thread ends the rank itself
+    # if the parent dies without doing so, or if SIGTERM was meant for this rank alone.
+    global _terminated_at
+    if _terminated_at is None:
+        _terminated_at = time.monotonic()
+
+
 def _watch_parent(parent_pid: int, pool_dir: str) -> None:
     """Die with the parent, even when it was SIGKILLed and could not tell us, and clean up after it."""
     while True:
-        time.sleep(0.5)
+        time.sleep(0.25)
         if os.getppid() != parent_pid:
             _orphaned_exit(pool_dir)
+        if _terminated_at is not None and time.monotonic() - _terminated_at > 5.0:
+            os._exit(128 + signal.SIGTERM)  # the parent reports it as a rank that died of SIGTERM
 
 
 def worker_main(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: str, threads: int,
                 parent_pid: int) -> None:
     """Entry point of a spawned rank process; serves tasks until the parent sends None or goes away."""
+    # Ctrl-C reaches every process of the terminal's group: the parent decides (it marks the test
+    # interrupted and stops the ranks), so a rank never turns it into a test failure of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     threading.Thread(target=_watch_parent, args=(parent_pid, pool_dir), daemon=True,
                      name="harness-watch-parent").start()
     try:
@@ -246,6 +342,27 @@ def worker_main(conn: Any, rank: int, world_size: int, device_type: str, pool_di
             raise
     if os.getppid() != parent_pid:
         _orphaned_exit(pool_dir)
+
+
+def _parent_meeting(conn: Any) -> Any:
+    """Between two run_subtests combinations: tell the parent how this one went, wait for the word to go on.
+
+    The meeting goes through the parent, not the test's process group: a rank whose combination failed
+    while a peer is still inside one of its collectives would wait forever at a barrier on that group.
+    The parent sees the failure, gives the peers HARNESS_PEER_GRACE, and stops the test.
+    """
+
+    def meet(index: int, outcome: SubtestOutcome) -> None:
+        conn.send(("meet", index, outcome))
+        reply = conn.recv()
+        if reply is None:  # the parent is stopping the pool (an interrupt): nothing more to do here
+            os._exit(0)
+        if reply[0] != "go":
+            from harness.errors import HarnessError
+
+            raise HarnessError(reply[1])
+
+    return meet
 
 
 def _serve(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: str, threads: int) -> None:
@@ -264,7 +381,8 @@ def _serve(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: st
 
         store_path = os.path.join(pool_dir, "store")
         ctx = RankContext(rank, world_size, device_type, os.path.join(pool_dir, f"rank{rank}.out"),
-                          ProcessGroupKeeper(lambda: dist.FileStore(store_path, world_size), rank, world_size))
+                          ProcessGroupKeeper(lambda: dist.FileStore(store_path, world_size), rank, world_size),
+                          meet=_parent_meeting(conn))
     except BaseException as exc:  # noqa: B902
         conn.send(("error", capture_exception(exc)))
         return
@@ -276,7 +394,7 @@ def _serve(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: st
             break
         if task is None:
             break
-        conn.send(execute(task, ctx))
+        conn.send(sendable(execute(task, ctx)))
     try:
         ctx.keeper.release()
     except Exception:

@@ -44,9 +44,12 @@ class SubtestRecorder:
 
     def __init__(self) -> None:
         self.outcomes: list[SubtestOutcome] = []
+        self.meetings = 0  # combinations ended so far in this test (every rank counts the same)
 
 
 _recorder: SubtestRecorder | None = None
+#: set by the rank around a test (pool mode): meet the other ranks through the parent between combinations
+_meet: Callable[[int, SubtestOutcome], None] | None = None
 
 
 def run_subtests(test: unittest.TestCase, subtest_config: dict[str, list[Any]], test_fn: Callable[..., Any],
@@ -54,7 +57,10 @@ def run_subtests(test: unittest.TestCase, subtest_config: dict[str, list[Any]], 
     """Run ``test_fn(*test_args, **test_kwargs, **combination)`` for every combination of the config.
 
     Each combination is a subtest named by its parameters; a failing one is recorded and the rest still
-    run; the ranks meet at a barrier between combinations.
+    run. The ranks meet between combinations through the harness's own channel (not the test's process
+    group): when a combination failed or was skipped on one rank while another is still inside one of its
+    collectives, the test ends after HARNESS_PEER_GRACE and the report shows that combination's failure
+    first, then where each stuck rank was.
 
     Example::
 
@@ -65,6 +71,7 @@ def run_subtests(test: unittest.TestCase, subtest_config: dict[str, list[Any]], 
     items = _validate(test.id(), subtest_config)
     keys = [k for k, _ in items]
     recorder = _recorder
+    meet = _meet
     for values in itertools.product(*(v for _, v in items)):
         params = dict(zip(keys, values))
         shown = {k: picklable(v) for k, v in params.items()}
@@ -86,5 +93,8 @@ def run_subtests(test: unittest.TestCase, subtest_config: dict[str, list[Any]], 
                 recorder.outcomes.append(outcome)
                 raise
         recorder.outcomes.append(outcome)
-        if dist.is_available() and dist.is_initialized():
+        if meet is not None:
+            recorder.meetings += 1
+            meet(recorder.meetings, outcome)
+        elif dist.is_available() and dist.is_initialized():
             dist.barrier()

@@ -118,9 +118,13 @@ class FixtureRun:
         return found[0]
 
     def rank_lines(self, tag: str) -> list[dict[str, str]]:
-        """Parse '[rank N] TAG k=v k=v' lines the fixtures print (shown by the harness in the parent)."""
+        """Parse '[rank N] TAG k=v k=v' lines the fixtures print (shown by the harness in the parent).
+
+        A rank's output is printed once: after the test (stdout), or, for the rank a failure report is
+        about, inside that report (unittest writes it to stderr).
+        """
         rows = []
-        for line in self.stdout.splitlines():
+        for line in (self.stdout + "\n" + self.stderr).splitlines():
             if line.startswith("E "):
                 continue  # pytest's copy of a failure report, not the output of a test
             # pytest's progress ("path.py " or "F") may precede a block on the same line
