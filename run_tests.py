@@ -15,7 +15,12 @@ come the failures in full, a table per module, the skip reasons grouped, the slo
 the very last line ``N passed, N failed, N skipped`` (errors count as failed; CI tooling reads it).
 
 Exit status: 0 when at least one test ran and none failed; 1 when a test failed or errored; 2 for a
-usage error; 5 when no test ran (nothing selected, or everything skipped); 130 when interrupted.
+usage error; 5 when no test ran (nothing selected, or everything skipped); 130 when interrupted by
+Ctrl-C, 143 when terminated by SIGTERM (the running test is reported INTR, counted as failed, and the
+rank processes and every directory the run made are removed).
+
+``--shuffle [SEED]`` runs the tests in a random order (classes shuffled, and the tests within each
+class); the seed is printed, and ``--shuffle SEED`` gives the same order again.
 
 Sharding (``--shard I N``) splits the selected tests over N machines by the durations recorded in
 ``.ci/test-times.json`` (``--update-times`` rewrites it from a run): longest first, each test to the
@@ -49,11 +54,13 @@ SUITE_DIR = "test_distributed"
 HARNESS_TESTS_DIR = "tests"
 DEFAULT_TIMES = ROOT / ".ci" / "test-times.json"
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_TESTS, EXIT_INTERRUPTED = 0, 1, 2, 5, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_TESTS, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 5, 130, 143
 
 PASSED, FAILED, ERROR, SKIPPED, XFAIL, XPASS = "passed", "failed", "error", "skipped", "xfail", "xpass"
-_LABEL = {PASSED: "PASS", FAILED: "FAIL", ERROR: "ERROR", SKIPPED: "SKIP", XFAIL: "XFAIL", XPASS: "XPASS"}
-_BAD = (FAILED, ERROR, XPASS)
+INTERRUPTED = "interrupted"  # the test was running when Ctrl-C or SIGTERM came: never a pass
+_LABEL = {PASSED: "PASS", FAILED: "FAIL", ERROR: "ERROR", SKIPPED: "SKIP", XFAIL: "XFAIL", XPASS: "XPASS",
+          INTERRUPTED: "INTR"}
+_BAD = (FAILED, ERROR, XPASS, INTERRUPTED)
 
 
 # ---- command line --------------------------------------------------------------------------------
@@ -64,10 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="run_tests.py",
         description="Run the distharness test suite (test_distributed/, and the harness's own tests in tests/ on "
                     "request) with one line per test, a summary, sharding over CI machines and JUnit XML.",
-        epilog="Exit status: 0 all ran tests passed; 1 failures; 2 usage error; 5 no test ran; 130 interrupted. "
+        epilog="Exit status: 0 all ran tests passed; 1 failures; 2 usage error; 5 no test ran; 130 interrupted; "
+               "143 terminated (SIGTERM). "
                "The last line printed is always 'N passed, N failed, N skipped'.",
     )
     what = p.add_argument_group("what to run")
+    what.add_argument("targets", nargs="*", metavar="MODULE|PATH",
+                      help="run these instead of the default folders: a module (tests.fixtures.fx_pass), a "
+                           "module.Class[.method], a file (path/test_x.py) or a folder (its test_*.py files)")
     what.add_argument("--all", action="store_true",
                       help=f"run {SUITE_DIR}/ and the harness's own tests in {HARNESS_TESTS_DIR}/")
     what.add_argument("--harness-tests", action="store_true",
@@ -101,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sets HYPOTHESIS_PROFILE (ci: 2 derandomized examples; dev: 5; nightly: 50; default: "
                           "the environment's, else ci under CI=true, else dev)")
     how.add_argument("--failfast", action="store_true", help="stop after the first failing or erroring test")
+    how.add_argument("--shuffle", nargs="?", type=int, const=-1, default=None, metavar="SEED",
+                     help="run the tests in a random order: the classes shuffled, and the tests within each class "
+                          "(the seed is printed; give it to get the same order again)")
     how.add_argument("--no-buffer", "-s", dest="buffer", action="store_false",
                      help="show what tests and ranks print as it comes, instead of only with failures")
 
@@ -155,6 +169,24 @@ def discover_dir(name: str) -> list[unittest.TestCase]:
     return list(iter_tests(suite))
 
 
+def load_target(target: str) -> list[unittest.TestCase]:
+    """The tests of one command-line target: a folder, a .py file, or a dotted module[.Class[.method]]."""
+    path = Path(target)
+    if path.is_dir():
+        return discover_dir(str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT)
+                            else str(path.resolve()))
+    if target.endswith(".py"):
+        resolved = path.resolve()
+        if not resolved.is_file():
+            raise FileNotFoundError(f"{target}: no such file")
+        if not resolved.is_relative_to(ROOT):
+            sys.path.insert(0, str(resolved.parent))
+            target = resolved.stem
+        else:
+            target = ".".join(resolved.relative_to(ROOT).with_suffix("").parts)
+    return list(iter_tests(unittest.TestLoader().loadTestsFromName(target)))
+
+
 def module_matches(module: str, spec: str) -> bool:
     spec = spec.strip()
     if spec.endswith(".py"):
@@ -184,6 +216,23 @@ def select(tests: list[unittest.TestCase], args: argparse.Namespace) -> list[uni
             continue
         chosen.append(t)
     return chosen
+
+
+def shuffle(tests: list[unittest.TestCase], seed: int) -> list[unittest.TestCase]:
+    """A random order that keeps each class's tests together (so its setUpClass runs once): the classes
+    shuffled, then the tests within each class. The same seed and test list give the same order."""
+    import random
+
+    rng = random.Random(seed)
+    groups: dict[str, list[unittest.TestCase]] = collections.OrderedDict()
+    for t in tests:
+        key = f"{module_of(t)}.{type(t).__qualname__}" if not is_load_failure(t) else t.id()
+        groups.setdefault(key, []).append(t)
+    order = list(groups.values())
+    rng.shuffle(order)
+    for group in order:
+        rng.shuffle(group)
+    return [t for group in order for t in group]
 
 
 # ---- durations and sharding ----------------------------------------------------------------------
@@ -269,6 +318,12 @@ class Entry:
         return self.sub_passed + len(self.sub_failed) + len(self.sub_skipped)
 
 
+def _interrupt_reason(exc: BaseException | None) -> str:
+    from harness.pool import Terminated
+
+    return "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
+
+
 def _split_id(test: Any) -> tuple[str, str, str]:
     test_id = test.id()
     module = module_of(test)
@@ -309,6 +364,7 @@ class RunnerResult(unittest.TestResult):
         self.started += 1
         test_id, classname, method = _split_id(test)
         self._current = Entry(test_id, module_of(test), classname, method, real=not is_load_failure(test))
+        self._outcome_seen = False
         self._records_at = len(report.records)
         self._t0 = time.monotonic()
         super().startTest(test)
@@ -331,21 +387,25 @@ class RunnerResult(unittest.TestResult):
         return bucket[-1][1] if bucket else ""
 
     def addSuccess(self, test: unittest.TestCase) -> None:
+        self._outcome_seen = True
         super().addSuccess(test)
 
     def addFailure(self, test: unittest.TestCase, err: Any) -> None:
+        self._outcome_seen = True
         super().addFailure(test, err)
         entry = self._entry_for(test)
         entry.status = FAILED if entry.status != ERROR else ERROR
         entry.problems.append(Problem(FAILED, entry.test_id, self._last_text(self.failures)))
 
     def addError(self, test: unittest.TestCase, err: Any) -> None:
+        self._outcome_seen = True
         super().addError(test, err)
         entry = self._entry_for(test)
         entry.status = ERROR
         entry.problems.append(Problem(ERROR, entry.test_id, self._last_text(self.errors)))
 
     def addSkip(self, test: Any, reason: str) -> None:
+        self._outcome_seen = True
         super().addSkip(test, reason)
         entry = self._entry_for(test)
         if isinstance(test, unittest.case._SubTest):
@@ -357,10 +417,12 @@ class RunnerResult(unittest.TestResult):
             entry.reason = reason
 
     def addExpectedFailure(self, test: unittest.TestCase, err: Any) -> None:
+        self._outcome_seen = True
         super().addExpectedFailure(test, err)
         self._entry_for(test).status = XFAIL
 
     def addUnexpectedSuccess(self, test: unittest.TestCase) -> None:
+        self._outcome_seen = True
         super().addUnexpectedSuccess(test)
         entry = self._entry_for(test)
         entry.status = XPASS
@@ -369,6 +431,7 @@ class RunnerResult(unittest.TestResult):
 
     def addSubTest(self, test: unittest.TestCase, subtest: Any, err: Any) -> None:
         super().addSubTest(test, subtest, err)
+        self._outcome_seen = True
         entry = self._entry_for(test)
         params = subtest._subDescription()
         if err is None:
@@ -394,6 +457,13 @@ class RunnerResult(unittest.TestResult):
             entry.output = "".join(buf.getvalue() for buf in (getattr(self, "_stdout_buffer", None),
                                                               getattr(self, "_stderr_buffer", None)) if buf)
         super().stopTest(test)
+        if not self._outcome_seen and entry.status == PASSED and entry is self._current:
+            # unittest calls stopTest on the way out of an interrupt that reported nothing: the test was
+            # running, it did not pass
+            entry.status = INTERRUPTED
+            why = _interrupt_reason(sys.exc_info()[1])
+            entry.problems.append(Problem(INTERRUPTED, entry.test_id,
+                                          f"{why} while this test was running; its ranks were stopped"))
         entry.seconds = time.monotonic() - self._t0
         recs = [r for r in report.records[self._records_at:] if r.test_id == entry.test_id]
         if recs:
@@ -539,6 +609,10 @@ def write_junit(path: str, entries: list[Entry], wall: float) -> None:
             res = Failure(msg, "AssertionError" if e.status == FAILED else "UnexpectedSuccess")
             res.text = "\n\n".join(p.text for p in e.problems if p.title == e.test_id) or msg
             case.result = [res]
+        elif e.status == INTERRUPTED:
+            res = Error(e.problems[-1].text if e.problems else "interrupted", "Interrupted")
+            res.text = "\n\n".join(p.text for p in e.problems)
+            case.result = [res]
         elif e.status == ERROR:
             first = e.problems[0].text if e.problems else ""
             res = Error(_first_line(first), "Error")
@@ -630,8 +704,16 @@ def main(argv: list[str] | None = None) -> int:
 
     dirs = [HARNESS_TESTS_DIR] if args.harness_tests else [SUITE_DIR] + ([HARNESS_TESTS_DIR] if args.all else [])
     discovered: list[unittest.TestCase] = []
-    for d in dirs:
-        discovered += discover_dir(d)
+    if args.targets:
+        dirs = args.targets
+        for target in args.targets:
+            try:
+                discovered += load_target(target)
+            except (ImportError, AttributeError, FileNotFoundError) as exc:
+                return _usage(parser, f"{target}: {exc}")
+    else:
+        for d in dirs:
+            discovered += discover_dir(d)
     modules = {module_of(t) for t in discovered}
     for spec in args.include:
         if not any(module_matches(m, spec) for m in modules):
@@ -649,13 +731,20 @@ def main(argv: list[str] | None = None) -> int:
                       f"expected (shards: {', '.join(f'{x:.0f}' for x in loads)} s; {known} tests timed in "
                       f"{os.path.relpath(args.times_file)}, the others counted at {default:.1f} s)")
 
+    shuffle_note = ""
+    if args.shuffle is not None:
+        seed = args.shuffle if args.shuffle >= 0 else int.from_bytes(os.urandom(4), "little") % 100000
+        tests = shuffle(tests, seed)
+        shuffle_note = f"shuffled with seed {seed} (--shuffle {seed} runs this order again)"
+
     if args.list:
         if not reporting:
             return EXIT_OK if tests else EXIT_NO_TESTS
         for t in tests:
             out.write(t.id() + "\n")
-        if shard_note:
-            print(shard_note, file=sys.stderr)
+        for note in (shard_note, shuffle_note):
+            if note:
+                print(note, file=sys.stderr)
         print(f"{len(tests)} tests selected from {len({module_of(t) for t in tests})} modules", file=sys.stderr)
         return EXIT_OK if tests else EXIT_NO_TESTS
 
@@ -665,20 +754,21 @@ def main(argv: list[str] | None = None) -> int:
               f"({', '.join(dirs)}); torch {torch.__version__}, device={conf.device}, reuse={int(conf.reuse)}, "
               f"hypothesis profile={os.environ.get('HYPOTHESIS_PROFILE') or ('ci' if os.environ.get('CI') else 'dev')}")
     out.write(header + "\n")
-    if shard_note:
-        out.write(shard_note + "\n")
+    for note in (shard_note, shuffle_note):
+        if note:
+            out.write(note + "\n")
     out.flush()
 
     width = min(90, max((len(t.id()) for t in tests), default=0))
     result = RunnerResult(out, len(tests), args.verbose, args.buffer, args.failfast, width)
     suite = unittest.TestSuite(tests)
     started = time.monotonic()
-    interrupted = False
+    interrupted = ""
     result.startTestRun()
     try:
         suite.run(result)
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.pool.Terminated)
+        interrupted = _interrupt_reason(exc)
         if result._current is not None:
             result._restoreStdout()
     finally:
@@ -697,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
     not_run = len(tests) - result.started
     stopped = ""
     if interrupted:
-        stopped = f"interrupted: {not_run} of {len(tests)} selected tests did not run"
+        stopped = f"{interrupted}: {not_run} of {len(tests)} selected tests did not run"
     elif result.shouldStop and not_run:
         stopped = f"stopped after the first failure (--failfast): {not_run} of {len(tests)} selected tests did not run"
     print_summary(result, out, args.slowest, wall, not_run, stopped)
@@ -720,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write(f"{passed} passed, {failed} failed, {skipped} skipped\n")
     out.flush()
     if interrupted:
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if "SIGTERM" in interrupted else EXIT_INTERRUPTED
     if failed:
         return EXIT_FAILED
     if passed + failed == 0:

@@ -7,7 +7,9 @@ import multiprocessing.connection
 import os
 import shutil
 import signal
+import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -15,13 +17,50 @@ from harness.errors import HarnessError
 from harness.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
                              read_bounded, tidy_stack)
 
-__all__ = ["RankPool", "get_pool", "discard_pool", "shutdown_all"]
+__all__ = ["RankPool", "Terminated", "get_pool", "discard_pool", "shutdown_all"]
 
 _POOLS: dict[tuple[int, str], "RankPool"] = {}
 
 
 class PoolStartError(HarnessError):
     pass
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM in the parent, raised where the parent was, so that everything unwinds like Ctrl-C.
+
+    It derives from KeyboardInterrupt because unittest and pytest let that through (any other exception
+    would be reported as the running test's error and the run would go on); the runner tells the two
+    apart by this class, and the process exits with 143 (128 + SIGTERM) as a terminated process does.
+    """
+
+
+def _exit_terminated() -> None:
+    shutdown_all()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(128 + signal.SIGTERM)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    if getattr(_on_sigterm, "fired", False):
+        _exit_terminated()  # a second SIGTERM while unwinding: clean up and go now
+    _on_sigterm.fired = True  # type: ignore[attr-defined]
+    # Runs at exit before any earlier-registered hook (atexit is last-in first-out): the pools are
+    # stopped and removed (the tests' temp dirs and stores live inside them), then exit 143.
+    atexit.register(_exit_terminated)
+    raise Terminated("terminated by SIGTERM")
+
+
+def _handle_sigterm() -> None:
+    """Make SIGTERM (``timeout``, a CI cancel, ``kill``) clean up like Ctrl-C; leave a program's own handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 class RankPool:
@@ -50,13 +89,22 @@ class RankPool:
                 child_end.close()
                 self.conns.append(parent_end)
                 self.procs.append(proc)
+        except BaseException:  # an interrupt while starting: leave no process and no directory behind
+            self.broken = True
+            self.close()
+            raise
         finally:
             for k, v in env_backup.items():
                 if v is None:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-        self._await_ready(start_timeout)
+        try:
+            self._await_ready(start_timeout)
+        except BaseException:  # an interrupt while starting: leave no process and no directory behind
+            self.broken = True
+            self.close()
+            raise
 
     @property
     def pids(self) -> list[int]:
@@ -283,6 +331,7 @@ def get_pool(world_size: int, device_type: str, threads: int, start_timeout: flo
     key = (world_size, device_type)
     pool = _POOLS.get(key)
     if pool is None or pool.broken:
+        _handle_sigterm()
         pool = RankPool(world_size, device_type, threads, start_timeout)
         _POOLS[key] = pool
     return pool

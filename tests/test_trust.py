@@ -1,0 +1,178 @@
+"""Faults between reused ranks are reported by their root cause, fast, and nothing is lost or left behind.
+
+tests/fixtures/fx_trust.py under ``python -m unittest``: subtests and skips that leave a peer inside a
+collective, unittest's cleanup and tearDown semantics in the ranks, 50 MB of output, an exception that
+does not pickle. tests/fixtures/fx_slow.py: Ctrl-C and SIGTERM while a test runs.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import xml.etree.ElementTree as ET
+
+from tests._support import (REPO, TOKEN_VAR, FixtureTestCase, base_env, fixture_line, processes_with_token,
+                            wait_until_gone)
+
+MOD = "tests.fixtures.fx_trust"
+
+
+class TestFaultsBetweenRanks(FixtureTestCase):
+    ARGS = [MOD, "-v"]
+
+    def test_counts(self):
+        self.assertEqual(self.r.returncode, 1, self.r.describe())
+        self.assertInReport("Ran 9 tests")
+        self.assertInReport("test_after_all_that (tests.fixtures.fx_trust.TestZStillWorks.test_after_all_that) ... ok")
+
+    def test_failing_combination_while_peer_in_collective(self):
+        text = self.r.section("test_desync")
+        head = text.splitlines()[0]
+        # the root cause first: the rank, the combination, the exception, the line
+        self.assertIn(f"{MOD}.TestASubtestFailsWhilePeerInCollective.test_desync [rank 1/2] subtest (step=2) "
+                      "failed on cpu/gloo: ValueError: FIXTURE-DESYNC rank 1 cannot build step 2", head)
+        self.assertIn(f'fx_trust.py", line {fixture_line("fx_trust", "FIXTURE-DESYNC-RAISE")}, in _step', text)
+        # then the stuck rank: where it was, and its stack; stopped by the peer grace, not the timeout
+        self.assertRegex(text, r"rank 0: never finished this combination: still running [\d.]+ s after rank 1's "
+                               r"subtest \(step=2\) failed; stopped \(HARNESS_PEER_GRACE\); it was in all_reduce")
+        self.assertIn(f'fx_trust.py", line {fixture_line("fx_trust", "FIXTURE-DESYNC-ALLREDUCE")} in _step', text)
+        self.assertNotIn("timed out", self.r.output)
+        self.assertLess(text.index("FIXTURE-DESYNC rank 1"), text.index("rank 0 stack"))
+        # the combination before it ran on both ranks
+        steps = {(row["rank"], row["step"]) for row in self.r.rank_lines("STEP")}
+        self.assertEqual(steps, {("0", "1"), ("1", "1")}, self.r.describe())
+
+    def test_skipped_combination_while_peer_in_collective_is_an_error(self):
+        text = self.r.section("test_skip_desync")
+        self.assertIn("ERROR: test_skip_desync", [h for h in self.r.sections() if "test_skip_desync" in h][0])
+        self.assertIn("[rank 0/2] skipped subtest (dtype='float16') on cpu/gloo (FIXTURE-SUBSKIP rank 0 has no "
+                      "float16 kernel) while rank 1 was still inside it", text)
+        self.assertIn("it was in all_reduce", text)
+        self.assertIn(f'line {fixture_line("fx_trust", "FIXTURE-SUBSKIP-ALLREDUCE")} in _step', text)
+
+    def test_skip_on_one_rank_while_peer_in_collective_is_an_error(self):
+        text = self.r.section("ERROR: test_skip_one_rank")
+        self.assertIn("[rank 1/2] skipped on cpu/gloo (FIXTURE-SKIP rank 1 lacks a feature) while rank 0 still "
+                      "waited for it: a test must skip on every rank or on none", text)
+        self.assertIn(f'line {fixture_line("fx_trust", "FIXTURE-SKIP-ALLREDUCE")} in test_skip_one_rank', text)
+
+    def test_cleanups_run_when_setup_fails(self):
+        text = self.r.section("ERROR: test_never_runs")
+        self.assertIn("RuntimeError: FIXTURE-SETUP-FAILS", text)
+        ranks = {row["rank"] for row in self.r.rank_lines("CLEANUP-RAN")}
+        self.assertEqual(ranks, {"0", "1"}, self.r.describe())
+        self.assertNotIn("BODY-RAN", self.r.output)
+
+    def test_failing_cleanup_is_an_error(self):
+        text = self.r.section("ERROR: test_cleanup_fails")
+        self.assertIn("OSError: FIXTURE-CLEANUP-FAILS could not close the file", text)
+
+    def test_body_failure_and_teardown_error_both_reported(self):
+        text = self.r.section("FAIL: test_body_fails")
+        self.assertIn("AssertionError: 1 != 2 : FIXTURE-BODY-FAILS", text)
+        self.assertIn("RuntimeError: FIXTURE-TEARDOWN-FAILS", text)
+
+    def test_output_bounded_by_bytes_and_printed_once(self):
+        # each rank printed 50 MB; the whole run's output stays small
+        self.assertLess(len(self.r.output), 1_000_000, "rank output was not bounded")
+        text = self.r.section("FAIL: test_prints_50_mb")
+        self.assertIn("[rank 0] FIXTURE-OUTPUT-FIRST-LINE", text)
+        self.assertIn("[rank 0] FIXTURE-OUTPUT-LAST-LINE", text)
+        self.assertRegex(text, r"\[rank 0\] \.\.\. \d+ bytes of output not shown")
+        # rank 0's output is in its report and nowhere else; rank 1's (it passed) is printed once after the test
+        self.assertEqual(self.r.output.count("[rank 0] FIXTURE-OUTPUT-FIRST-LINE"), 1)
+        self.assertEqual(self.r.output.count("[rank 1] FIXTURE-OUTPUT-LAST-LINE"), 1)
+
+    def test_unpicklable_exception_message_reaches_the_report(self):
+        text = self.r.section("ERROR: test_unpicklable")
+        self.assertRegex(text, r"\[rank [01]/2\] raised on cpu/gloo")
+        self.assertIn("FIXTURE-UNPICKLABLE the real error", text)
+        self.assertNotIn("exit code", text)
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
+class TestInterrupts(unittest.TestCase):
+    """Ctrl-C and SIGTERM while a test runs: reported interrupted, ranks stopped, nothing left, 130 / 143."""
+
+    def interrupt(self, sig: int, whole_group: bool, runner: list[str]) -> dict:
+        tmp = tempfile.mkdtemp(prefix="distharness-suite-")
+        marker = os.path.join(tmp, "started")
+        token = os.urandom(8).hex()
+        env = base_env(FX_STARTED_MARKER=marker, TMPDIR=tmp, **{TOKEN_VAR: token})
+        junit = os.path.join(tmp, "junit.xml")
+        cmd = [sys.executable, *runner] + (["--junit-xml", junit] if runner[0] == "run_tests.py" else [])
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(marker):
+                self.assertIsNone(proc.poll(), "the run ended before the slow test started")
+                self.assertLess(time.monotonic(), deadline, "the slow test never started")
+                time.sleep(0.1)
+            with open(marker) as f:
+                temp_dir = f.read()
+            self.assertTrue(os.path.isdir(temp_dir))
+            if whole_group:
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+        left = wait_until_gone(token)
+        leftovers = sorted(n for n in os.listdir(tmp) if n.startswith("harness-"))
+        xml = None
+        if os.path.exists(junit):
+            xml = ET.parse(junit).getroot()
+        return {"rc": proc.returncode, "out": out, "err": err, "left": left, "temp": leftovers,
+                "temp_dir_exists": os.path.exists(temp_dir), "xml": xml}
+
+    def check_clean(self, run: dict) -> None:
+        self.assertEqual(run["left"], {}, "rank processes still alive")
+        self.assertEqual(run["temp"], [], "pool directories left behind")
+        self.assertFalse(run["temp_dir_exists"], "the test's with_temp_dir directory was left behind")
+
+    def check_runner_report(self, run: dict, why: str) -> None:
+        out = run["out"]
+        self.assertRegex(out, r"\[2/3\] INTR\s+tests\.fixtures\.fx_slow\.TestBSlow\.test_still_running")
+        self.assertNotRegex(out, r"PASS\s+tests\.fixtures\.fx_slow\.TestBSlow")
+        self.assertIn(f"{why} while this test was running", out)
+        self.assertEqual(out.rstrip().splitlines()[-1], "1 passed, 1 failed, 0 skipped", out)
+        case = [c for c in run["xml"].iter("testcase") if c.get("name") == "test_still_running"]
+        self.assertEqual(len(case), 1)
+        error = case[0].find("error")
+        self.assertIsNotNone(error, "the interrupted test is not an error in the JUnit XML")
+        self.assertEqual(error.get("type"), "Interrupted")
+
+    def test_ctrl_c_to_the_process_group(self):
+        run = self.interrupt(signal.SIGINT, True, ["run_tests.py", "tests.fixtures.fx_slow"])
+        self.assertEqual(run["rc"], 130, run["out"] + run["err"])
+        self.check_runner_report(run, "interrupted (Ctrl-C)")
+        self.check_clean(run)
+
+    def test_sigterm_to_the_process_group(self):
+        run = self.interrupt(signal.SIGTERM, True, ["run_tests.py", "tests.fixtures.fx_slow"])
+        self.assertEqual(run["rc"], 143, run["out"] + run["err"])
+        self.check_runner_report(run, "terminated (SIGTERM)")
+        self.check_clean(run)
+
+    def test_sigterm_to_the_parent_only(self):
+        run = self.interrupt(signal.SIGTERM, False, ["run_tests.py", "tests.fixtures.fx_slow"])
+        self.assertEqual(run["rc"], 143, run["out"] + run["err"])
+        self.check_clean(run)
+
+    def test_sigterm_under_plain_unittest(self):
+        run = self.interrupt(signal.SIGTERM, True, ["-m", "unittest", "tests.fixtures.fx_slow"])
+        self.assertEqual(run["rc"], 143, run["out"] + run["err"])
+        self.check_clean(run)
+
+
+if __name__ == "__main__":
+    unittest.main()
