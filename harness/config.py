@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.errors import UsageError
 
-__all__ = ["Settings", "settings", "DEVICE_CHOICES"]
+__all__ = ["Settings", "settings", "output_limit", "DEVICE_CHOICES"]
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
@@ -22,6 +22,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "HARNESS_PEER_GRACE": ("5", "seconds the other ranks get to finish after one rank fails or dies, before their stacks are dumped and they are killed"),
     "HARNESS_START_TIMEOUT": ("120", "seconds a new rank process may take to start and import"),
     "HARNESS_SHOW_OUTPUT": ("1", "1: print what each rank printed, as a [rank N] block, after each test; 0: only in failure reports"),
+    "HARNESS_OUTPUT_LIMIT": ("65536", "bytes of one rank's output kept per test: the first and last half, the cut said between them"),
 }
 
 DEFAULT_TIMEOUT = 300.0
@@ -37,6 +38,7 @@ class Settings:
     peer_grace: float
     start_timeout: float
     show_output: bool
+    output_limit: int = 65536
 
     def timeout_for(self, class_timeout: Any, test_id: str = "") -> float:
         """The environment wins over the class so that a run can raise or lower every limit at once.
@@ -98,4 +100,14 @@ def settings() -> Settings:
         peer_grace=float(_number("HARNESS_PEER_GRACE", float, 0)),
         start_timeout=float(_number("HARNESS_START_TIMEOUT", float, 1)),
         show_output=_flag("HARNESS_SHOW_OUTPUT"),
+        output_limit=int(_number("HARNESS_OUTPUT_LIMIT", int, 1024)),
     )
+
+
+def output_limit() -> int:
+    """HARNESS_OUTPUT_LIMIT, for the places that bound a rank's output (a bad value: the default; the parent
+    has already refused it with a message when the run started)."""
+    try:
+        return settings().output_limit
+    except UsageError:
+        return int(VARIABLES["HARNESS_OUTPUT_LIMIT"][0])

@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any
 
+from harness.config import output_limit
 from harness.errors import HarnessError
 from harness.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
                              read_bounded, tidy_stack)
@@ -265,7 +266,8 @@ class RankPool:
                     message = f"timed out after {elapsed:.0f} s (raise the class's `timeout` or set HARNESS_TIMEOUT)"
                     status = TIMEOUT
                 results[r] = RankResult(rank=r, status=status, message=message, stack=stacks.get(r, ""),
-                                        subtests=reported[r], output=read_bounded(os.path.join(self.dir, f"rank{r}.out")),
+                                        subtests=reported[r], output=read_bounded(os.path.join(self.dir, f"rank{r}.out"),
+                                                           limit=output_limit()),
                                         arrived=time.monotonic(), desync=bool(trouble and trouble[3]),
                                         at_meeting=r in meeting)
         if any(res.is_bad for res in results.values()):
@@ -295,7 +297,7 @@ class RankPool:
         return RankResult(rank=r, status=CRASHED, exitcode=proc.exitcode,
                           message=describe_exit(proc.exitcode),
                           stack=tidy_stack(self._read_from(f"rank{r}.stack", stack_offset)),
-                          output=read_bounded(os.path.join(self.dir, f"rank{r}.out")))
+                          output=read_bounded(os.path.join(self.dir, f"rank{r}.out"), limit=output_limit()))
 
     def close(self) -> None:
         """Stop every rank (politely, then by force) and remove the pool's files."""

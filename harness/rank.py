@@ -16,6 +16,7 @@ import unittest
 from typing import Any
 
 from harness import subtests
+from harness.config import output_limit
 from harness.outcome import (ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable,
                              read_bounded, sendable)
 
@@ -138,7 +139,7 @@ class _Capture:
         os.close(self.saved[0])
         os.close(self.saved[1])
         self.file.close()
-        self.text = read_bounded(self.path)
+        self.text = read_bounded(self.path, limit=output_limit())
 
 
 class _RankResultCollector(unittest.TestResult):
