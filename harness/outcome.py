@@ -54,6 +54,8 @@ class RankResult:
     stack: str = ""  # faulthandler dump taken by the parent over the side channel (hangs, peers it killed)
     exitcode: int | None = None
     arrived: float = 0.0  # parent's clock when the result (or the death) was seen
+    altered: list[str] = dataclasses.field(default_factory=list)  # what the test left that could not be put back
+    default_group: bool | None = None  # the harness's default group still there after the test (None: it had none)
 
     @property
     def is_bad(self) -> bool:

@@ -14,7 +14,7 @@ import time
 import unittest
 from typing import Any
 
-from harness import subtests
+from harness import isolation, subtests
 from harness.outcome import ERROR, FAILED, PASSED, SKIPPED, RankResult, capture_exception
 
 __all__ = ["Task", "RankContext", "execute", "worker_main"]
@@ -37,6 +37,7 @@ class Task:
     temp_dir: str | None = None
     file_name: str | None = None
     fresh_pg: bool = False  # the last test went wrong: rebuild the process group first
+    isolate: bool = True  # record the process state before the test and restore it after (harness.isolation)
 
 
 @dataclasses.dataclass
@@ -143,6 +144,8 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
     from harness.decorators import markers
 
     start = time.monotonic()
+    pid = os.getpid()  # a child the test forked that returns here must never act as this rank
+    snapshot = None
     recorder = subtests.SubtestRecorder()
     result = RankResult(rank=ctx.rank, status=PASSED)
     keeper = ctx.keeper
@@ -164,6 +167,7 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
                 else:
                     # A plain MultiProcessTestCase makes its own group (upstream style, file://self.file_name).
                     keeper.release()
+            snapshot = isolation.record() if task.isolate else None
             subtests._recorder = recorder
             test.setUp()
             try:
@@ -184,8 +188,12 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
             result.exc_type, result.message, result.traceback = capture_exception(exc)
             result.status = FAILED if isinstance(exc, AssertionError) else ERROR
         finally:
+            if os.getpid() != pid:
+                os._exit(0)
             subtests._recorder = None
             result.subtests = recorder.outcomes
+            if snapshot is not None:
+                result.altered = isolation.restore(snapshot)
             if keeper is not None:
                 try:
                     _after_test(keeper, result)
@@ -200,6 +208,10 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
 
 def _after_test(keeper: Any, result: RankResult) -> None:
     import torch
+    import torch.distributed as dist
+
+    if keeper.backend is not None:
+        result.default_group = dist.is_initialized()  # the parent compares the ranks (isolation.world_changes)
 
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()  # the next test in this process starts with the GPU memory given back
@@ -248,10 +260,18 @@ def worker_main(conn: Any, rank: int, world_size: int, device_type: str, pool_di
         _orphaned_exit(pool_dir)
 
 
+def _arm_stack_dumps(stack_file: Any) -> None:
+    """Crashes and the parent's SIGUSR1 write every thread's stack to ``stack_file``, whatever a test did."""
+    faulthandler.enable(file=stack_file, all_threads=True)
+    # Unregister first: register() does nothing while faulthandler believes it still holds the signal,
+    # even after a test's signal.signal(SIGUSR1, ...) took it over.
+    faulthandler.unregister(signal.SIGUSR1)
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True, chain=False)
+
+
 def _serve(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: str, threads: int) -> None:
     stack_file = open(os.path.join(pool_dir, f"rank{rank}.stack"), "w")
-    faulthandler.enable(file=stack_file, all_threads=True)
-    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True, chain=False)
+    _arm_stack_dumps(stack_file)
     try:
         import torch
 
@@ -276,7 +296,9 @@ def _serve(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: st
             break
         if task is None:
             break
-        conn.send(execute(task, ctx))
+        result = execute(task, ctx)
+        _arm_stack_dumps(stack_file)
+        conn.send(result)
     try:
         ctx.keeper.release()
     except Exception:
