@@ -52,7 +52,7 @@ _CONFIGS = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.
 # (getter, setter) names in torch._C of the flags torch.backends and torch.* set process-wide; those a
 # torch build lacks are left out. Order matters: the fp32 precisions come before the legacy TF32 flags
 # they imply, so that putting back one does not undo the other.
-_C_FLAGS = ("deterministic_algorithms_warn_only", "float32_matmul_precision", "cudnn_enabled", "cudnn_benchmark",
+_C_FLAGS = ("float32_matmul_precision", "cudnn_enabled", "cudnn_benchmark",
             "cudnn_deterministic", "cudnn_allow_tf32", "cublas_allow_tf32",
             "cublas_allow_fp16_reduced_precision_reduction", "cublas_allow_bf16_reduced_precision_reduction",
             "cublas_allow_fp16_accumulation", "cpu_allow_fp16_reduced_precision_reduction", "mkldnn_enabled",
@@ -222,6 +222,12 @@ def _loggers() -> dict[str, tuple[Any, int, list[Any], bool, bool]]:
 def _restore_logging(snap: Snapshot) -> None:
     if logging.root.manager.disable != snap.logging_disable:
         logging.disable(snap.logging_disable)
+    if len(logging.Logger.manager.loggerDict) + 1 != len(snap.loggers):
+        for name, logger in list(logging.Logger.manager.loggerDict.items()):
+            if name not in snap.loggers and isinstance(logger, logging.Logger) and logger.level != logging.NOTSET:
+                # Made during the test (getLogger(__name__).setLevel(DEBUG)): a fresh process would make
+                # it again with no level of its own. Its handlers are left: libraries add theirs on import.
+                logger.setLevel(logging.NOTSET)
     for logger, level, handlers, propagate, disabled in snap.loggers.values():
         if logger.level != level:
             logger.setLevel(level)
@@ -269,16 +275,14 @@ def _flag_table() -> list[tuple[str, Callable[[], Any], Callable[[Any], Any]]]:
         for backend, op in _FP32_PRECISION:
             add(f"fp32_precision {backend}.{op}", lambda b=backend, o=op: getter(b, o),
                 lambda v, b=backend, o=op: setter(b, o, v))
-    add("deterministic algorithms", torch.are_deterministic_algorithms_enabled,
-        lambda v: torch.use_deterministic_algorithms(v, warn_only=torch.is_deterministic_algorithms_warn_only_enabled()))
+    add("deterministic algorithms",
+        lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+        lambda v: torch.use_deterministic_algorithms(v[0], warn_only=v[1]))
     for name in _C_FLAGS:
         get, put = getattr(C, f"_get_{name}", None), getattr(C, f"_set_{name}", None)
         if get is None or put is None:
             continue
-        if name == "deterministic_algorithms_warn_only":
-            add(name, get, lambda v: torch.use_deterministic_algorithms(torch.are_deterministic_algorithms_enabled(),
-                                                                         warn_only=v))
-        elif isinstance(_safe(get), tuple):
+        if isinstance(_safe(get), tuple):
             add(name, get, lambda v, put=put: put(*v))
         else:
             add(name, get, put)
@@ -394,7 +398,8 @@ def _restore_compile(snap: Snapshot) -> None:
             else:
                 was = unset
             if was is unset:
-                delattr(config, key)
+                delattr(config, key)  # back to the default, and the config's caches marked stale ...
+                entry.hide = False  # ... but delattr also hides the name (for mock.patch); show it again
             else:
                 setattr(config, key, was)
 
