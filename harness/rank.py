@@ -189,7 +189,7 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
             result.status = FAILED if isinstance(exc, AssertionError) else ERROR
         finally:
             if os.getpid() != pid:
-                os._exit(0)
+                _end_forked_child(result)
             subtests._recorder = None
             result.subtests = recorder.outcomes
             if snapshot is not None:
@@ -204,6 +204,18 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
     result.output = cap.text
     result.duration = time.monotonic() - start
     return result
+
+
+def _end_forked_child(result: RankResult) -> None:
+    """A child the test forked came back through the harness: end it as it would have ended on its own."""
+    code = 0 if result.status in (PASSED, SKIPPED) else 1
+    if result.exc_type == "SystemExit":  # sys.exit(n) in the child: its parent may wait for n
+        code = int(result.message) if result.message.lstrip("-").isdigit() else int(bool(result.message))
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 def _after_test(keeper: Any, result: RankResult) -> None:
