@@ -710,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
         stopped = f"stopped after the first failure (--failfast): {not_run} of {len(tests)} selected tests did not run"
     print_summary(result, out, args.slowest, wall, not_run, stopped)
     if altered:
-        out.write(f"\nAltered the process ({len(altered)} tests; HARNESS_ENV_CHANGED={conf.env_changed}):\n")
+        out.write(f"\nAltered the process ({len(altered)} test(s); HARNESS_ENV_CHANGED={conf.env_changed}):\n")
         out.write("".join(f"  {line}\n" for line in altered))
 
     if args.junit_xml and reporting:

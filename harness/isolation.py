@@ -69,6 +69,9 @@ _MODULE_HOOKS = ("_global_buffer_registration_hooks", "_global_module_registrati
                  "_global_forward_hooks_with_kwargs")
 _SYS_ATTRS = ("stdout", "stderr", "stdin", "excepthook", "unraisablehook", "displayhook", "breakpointhook")
 _SIGNALS = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
+# Child processes a library keeps as a cache, neither reported nor killed: torch.compile's compile workers
+# (they end with their parent).
+_LIBRARY_CHILDREN = (os.path.join("_inductor", "compile_worker"),)
 _THREAD_GRACE = 0.5  # seconds threads a test started get to finish before they count as left running
 _MISSING = object()
 
@@ -460,7 +463,19 @@ def _check_threads(snap: Snapshot) -> list[str]:
     deadline = time.monotonic() + _THREAD_GRACE
     for t in started:
         t.join(max(0.0, deadline - time.monotonic()))
-    return [f"thread {t.name!r} left running" for t in started if t.is_alive()]
+    return [f"thread {t.name!r} left running" for t in started if t.is_alive() and not _idle_pool_worker(t)]
+
+
+def _idle_pool_worker(thread: threading.Thread) -> bool:
+    """An idle worker of a ThreadPoolExecutor something still holds (torch.compile keeps one as a cache).
+
+    It runs nothing until work is submitted to it, and it ends once its executor is gone; a worker
+    still running a task is not idle and is reported.
+    """
+    frame = sys._current_frames().get(thread.ident)  # type: ignore[arg-type]
+    code = frame.f_code if frame is not None else None
+    return code is not None and code.co_name == "_worker" and code.co_filename.endswith(
+        os.path.join("concurrent", "futures", "thread.py"))
 
 
 def _children(pid: int) -> list[int]:
@@ -509,6 +524,8 @@ def _check_children(snap: Snapshot) -> list[str]:
         state, cmd = _process_info(pid)
         if state in ("", "Z", "X"):
             _reap(pid)  # it ended; only its exit status was left to collect
+            continue
+        if any(marker in cmd for marker in _LIBRARY_CHILDREN):
             continue
         tree = [pid] + _descendants(pid)
         for p in tree:
