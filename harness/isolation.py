@@ -25,6 +25,7 @@ ranks before the next test and names the test in the run's summary (:func:`world
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import gc
 import logging
@@ -82,7 +83,6 @@ _torch_flags: list[tuple[str, Callable[[], Any], Callable[[Any], Any]]] | None =
 class Snapshot:
     """What a rank's process looked like before a test (taken by :func:`record`)."""
 
-    pid: int
     environ: dict[str, str]
     cwd: str
     sys_path: tuple[list[str], list[str]]  # the list object and a copy of its items
@@ -117,7 +117,6 @@ def record() -> Snapshot:
     umask = os.umask(0o022)
     os.umask(umask)
     return Snapshot(
-        pid=os.getpid(),
         environ=os.environ.copy(),
         cwd=_getcwd(),
         sys_path=(sys.path, list(sys.path)),
@@ -207,11 +206,21 @@ def _restore_python(snap: Snapshot) -> None:
     filters, show, fmt = snap.warnings
     if warnings.filters != filters:
         warnings.filters[:] = filters
-        warnings._filters_mutated()  # type: ignore[attr-defined]  # invalidates the per-module "once" caches
+        _warnings_mutated()
     if warnings.showwarning is not show:
         warnings.showwarning = show
     if warnings.formatwarning is not fmt:
         warnings.formatwarning = fmt
+
+
+def _warnings_mutated() -> None:
+    """Tell the warnings machinery its filters changed (it caches which warnings were already shown)."""
+    mutated = getattr(warnings, "_filters_mutated", None)
+    if mutated is not None:
+        mutated()
+        return
+    with warnings._lock:  # type: ignore[attr-defined]  # Python 3.14
+        warnings._filters_mutated_lock_held()  # type: ignore[attr-defined]
 
 
 def _loggers() -> dict[str, tuple[Any, int, list[Any], bool, bool]]:
@@ -324,7 +333,7 @@ def _torch_state() -> dict[str, Any]:
     import torch.nn.modules.module as nn_module
 
     state: dict[str, Any] = {name: get() for name, get, _ in _flag_table()}
-    state["default device"] = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+    state["default device"] = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None)
     state["function modes"] = torch._C._len_torch_function_stack()
     state["dispatch modes"] = torch._C._len_torch_dispatch_stack()
     state["print options"] = dict(vars(torch._tensor_str.PRINT_OPTS))
@@ -342,7 +351,7 @@ def _restore_torch(snap: Snapshot) -> None:
     import torch.nn.modules.module as nn_module
 
     saved = snap.torch
-    if getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None) is not saved["default device"]:
+    if getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None) is not saved["default device"]:
         torch.set_default_device(None)  # the harness records after setting None (rank._reset_state)
     while torch._C._len_torch_function_stack() > saved["function modes"]:
         torch._C._pop_torch_function_stack()  # a `with SomeMode():` entered and never left
@@ -369,7 +378,16 @@ def _restore_torch(snap: Snapshot) -> None:
 
 
 def _config_values(config: Any) -> dict[str, Any]:
-    return {name: entry.user_override.get() for name, entry in config._config.items() if entry.alias is None}
+    try:
+        return {name: _override(entry) for name, entry in config._config.items() if entry.alias is None}
+    except AttributeError:  # a torch whose config modules are built differently: not restored
+        return {}
+
+
+def _override(entry: Any) -> Any:
+    """The value a test set on a config entry (a ContextVar in recent torch, a plain attribute before)."""
+    value = entry.user_override
+    return value.get() if isinstance(value, contextvars.ContextVar) else value
 
 
 def _restore_compile(snap: Snapshot) -> None:
@@ -391,7 +409,7 @@ def _restore_compile(snap: Snapshot) -> None:
         for key, entry in config._config.items():
             if entry.alias is not None:
                 continue
-            now = entry.user_override.get()
+            now = _override(entry)
             if saved is not None:
                 was = saved.get(key, _MISSING)
                 if was is _MISSING or now is was:
