@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--shuffle", nargs="?", type=int, const=-1, default=None, metavar="SEED",
                      help="run the tests in a random order: the classes shuffled, and the tests within each class "
                           "(the seed is printed; give it to get the same order again)")
+    how.add_argument("--fail-env-changed", action="store_true",
+                     help="sets HARNESS_ENV_CHANGED=fail: a test that leaves its rank processes altered beyond what "
+                          "the harness restores (a replaced torch function, a thread or child process left running) "
+                          "fails; without it such a test is named in the summary and the ranks are replaced")
     how.add_argument("--no-buffer", "-s", dest="buffer", action="store_false",
                      help="show what tests and ranks print as it comes, instead of only with failures")
 
@@ -685,6 +689,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["HARNESS_TIMEOUT"] = repr(args.timeout)
     if args.hypothesis_profile:
         os.environ["HYPOTHESIS_PROFILE"] = args.hypothesis_profile
+    if args.fail_env_changed:
+        os.environ["HARNESS_ENV_CHANGED"] = "fail"
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from harness.config import settings
@@ -782,6 +788,8 @@ def main(argv: list[str] | None = None) -> int:
         from harness import report as harness_report
 
         harness_report.fallbacks.clear()
+        altered = harness_report.altered_lines()  # shown in the summary, not again at exit
+        harness_report.altered.clear()
     wall = time.monotonic() - started
 
     not_run = len(tests) - result.started
@@ -791,6 +799,9 @@ def main(argv: list[str] | None = None) -> int:
     elif result.shouldStop and not_run:
         stopped = f"stopped after the first failure (--failfast): {not_run} of {len(tests)} selected tests did not run"
     print_summary(result, out, args.slowest, wall, not_run, stopped)
+    if altered:
+        out.write(f"\nAltered the process ({len(altered)} test(s); HARNESS_ENV_CHANGED={conf.env_changed}):\n")
+        out.write("".join(f"  {line}\n" for line in altered))
 
     if args.junit_xml and reporting:
         write_junit(args.junit_xml, result.entries, wall)

@@ -10,6 +10,7 @@ import time
 import unittest
 from typing import Any, Callable
 
+from harness import isolation
 from harness import pool as pools
 from harness import report
 from harness.assertions import DistributedAssertions
@@ -196,15 +197,30 @@ class _PoolRun:
             task = Task(module=type(self.test).__module__, module_file=module_file,
                         qualname=type(self.test).__qualname__, method=self.test._testMethodName,
                         device_type=self.placement.device_type, seed=self.conf.seed, kwargs=kwargs,
-                        temp_dir=temp_dir, file_name=os.path.join(scratch, "store"), fresh_pg=pool.pg_suspect)
+                        temp_dir=temp_dir, file_name=os.path.join(scratch, "store"), fresh_pg=pool.pg_suspect,
+                        isolate=self.conf.env_changed != "off")
             pool.pg_suspect = False
-            return pool.run(task, self.timeout, self.conf.peer_grace)
+            results = pool.run(task, self.timeout, self.conf.peer_grace)
+            _settle_changes(self, pool, results)
+            return results
         finally:
             if temp_dir:
                 shutil.rmtree(temp_dir, ignore_errors=True)
             shutil.rmtree(scratch, ignore_errors=True)
             if not self.conf.reuse:
                 pools.discard_pool(pool)
+
+
+def _settle_changes(run: _PoolRun, pool: pools.RankPool, results: list[RankResult]) -> None:
+    """A test left the ranks altered beyond repair: fresh ranks for the next test, and the test named in
+    the run's summary (under HARNESS_ENV_CHANGED=fail, also a failure of this test)."""
+    changes = isolation.world_changes(results)
+    if not changes:
+        return
+    pools.discard_pool(pool)
+    report.note_altered(run.test_id, changes)
+    if run.conf.env_changed == "fail":
+        isolation.fail_altering(results, changes)
 
 
 def _run_in_pool(test: MultiProcessTestCase) -> None:

@@ -8,9 +8,10 @@ from typing import Any
 
 from harness.errors import UsageError
 
-__all__ = ["Settings", "settings", "output_limit", "DEVICE_CHOICES"]
+__all__ = ["Settings", "settings", "output_limit", "DEVICE_CHOICES", "ENV_CHANGED_CHOICES"]
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
+ENV_CHANGED_CHOICES = ("warn", "fail", "off")
 
 # name -> (default, one-line meaning); the README's table says the same for users.
 VARIABLES: dict[str, tuple[str, str]] = {
@@ -23,6 +24,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "HARNESS_START_TIMEOUT": ("120", "seconds a new rank process may take to start and import"),
     "HARNESS_SHOW_OUTPUT": ("1", "1: print what each rank printed, as a [rank N] block, after each test; 0: only in failure reports"),
     "HARNESS_OUTPUT_LIMIT": ("65536", "bytes of one rank's output kept per test: the first and last half, the cut said between them"),
+    "HARNESS_ENV_CHANGED": ("warn", "warn | fail | off: the ranks put back the process state after each test; a test that leaves what cannot be put back (a replaced torch function, a thread, a child process) gets fresh ranks after it and is named at the end of the run (warn), or also fails (fail); off: nothing is recorded or restored"),
 }
 
 DEFAULT_TIMEOUT = 300.0
@@ -38,6 +40,7 @@ class Settings:
     peer_grace: float
     start_timeout: float
     show_output: bool
+    env_changed: str  # "warn", "fail" or "off" (harness.isolation)
     output_limit: int = 65536
 
     def timeout_for(self, class_timeout: Any, test_id: str = "") -> float:
@@ -91,6 +94,13 @@ def settings() -> Settings:
             f"HARNESS_DEVICE={os.environ.get('HARNESS_DEVICE')!r} is not one of {', '.join(DEVICE_CHOICES)}; "
             "use auto (GPUs when there are enough, else CPU), cpu or cuda"
         )
+    env_changed = _get("HARNESS_ENV_CHANGED").lower()
+    if env_changed not in ENV_CHANGED_CHOICES:
+        raise UsageError(
+            f"HARNESS_ENV_CHANGED={os.environ.get('HARNESS_ENV_CHANGED')!r} is not one of "
+            f"{', '.join(ENV_CHANGED_CHOICES)}; use warn (report tests that alter the process), fail (they fail) "
+            "or off (restore nothing)"
+        )
     return Settings(
         device=device,
         timeout=_number("HARNESS_TIMEOUT", float, 0.1),
@@ -101,6 +111,7 @@ def settings() -> Settings:
         start_timeout=float(_number("HARNESS_START_TIMEOUT", float, 1)),
         show_output=_flag("HARNESS_SHOW_OUTPUT"),
         output_limit=int(_number("HARNESS_OUTPUT_LIMIT", int, 1024)),
+        env_changed=env_changed,
     )
 
 

@@ -58,6 +58,8 @@ class RankResult:
     arrived: float = 0.0  # parent's clock when the result (or the death) was seen
     desync: bool = False  # stopped because a run_subtests combination went wrong on some rank
     at_meeting: bool = False  # ... while this rank waited for the others after a combination
+    altered: list[str] = dataclasses.field(default_factory=list)  # what the test left that could not be put back
+    default_group: bool | None = None  # the harness's default group still there after the test (None: it had none)
 
     @property
     def is_bad(self) -> bool:

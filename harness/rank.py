@@ -15,7 +15,7 @@ import time
 import unittest
 from typing import Any
 
-from harness import subtests
+from harness import isolation, subtests
 from harness.config import output_limit
 from harness.outcome import (ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable,
                              read_bounded, sendable)
@@ -40,6 +40,7 @@ class Task:
     temp_dir: str | None = None
     file_name: str | None = None
     fresh_pg: bool = False  # the last test went wrong: rebuild the process group first
+    isolate: bool = True  # record the process state before the test and restore it after (harness.isolation)
 
 
 @dataclasses.dataclass
@@ -213,6 +214,8 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
     from harness.decorators import markers
 
     start = time.monotonic()
+    pid = os.getpid()  # a child the test forked that returns here must never act as this rank
+    snapshot = None
     recorder = subtests.SubtestRecorder()
     result = RankResult(rank=ctx.rank, status=PASSED)
     keeper = ctx.keeper
@@ -235,6 +238,7 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
                 else:
                     # A plain MultiProcessTestCase makes its own group (upstream style, file://self.file_name).
                     keeper.release()
+            snapshot = isolation.record() if task.isolate else None
             subtests._recorder = recorder
             subtests._meet = ctx.meet
             example = _bound_method(test, task, fn)
@@ -262,9 +266,13 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
                 except BaseException:  # noqa: B902
                     pass
         finally:
+            if os.getpid() != pid:
+                _end_forked_child(result)
             subtests._recorder = None
             subtests._meet = None
             result.subtests = recorder.outcomes
+            if snapshot is not None:
+                result.altered = isolation.restore(snapshot)
             if keeper is not None:
                 try:
                     _after_test(keeper, result)
@@ -277,8 +285,24 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
     return result
 
 
+def _end_forked_child(result: RankResult) -> None:
+    """A child the test forked came back through the harness: end it as it would have ended on its own."""
+    code = 0 if result.status in (PASSED, SKIPPED) else 1
+    if result.exc_type == "SystemExit":  # sys.exit(n) in the child: its parent may wait for n
+        code = int(result.message) if result.message.lstrip("-").isdigit() else int(bool(result.message))
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
 def _after_test(keeper: Any, result: RankResult) -> None:
     import torch
+    import torch.distributed as dist
+
+    if keeper.backend is not None:
+        result.default_group = dist.is_initialized()  # the parent compares the ranks (isolation.world_changes)
 
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()  # the next test in this process starts with the GPU memory given back
@@ -366,10 +390,18 @@ def _parent_meeting(conn: Any) -> Any:
     return meet
 
 
+def _arm_stack_dumps(stack_file: Any) -> None:
+    """Crashes and the parent's SIGUSR1 write every thread's stack to ``stack_file``, whatever a test did."""
+    faulthandler.enable(file=stack_file, all_threads=True)
+    # Unregister first: register() does nothing while faulthandler believes it still holds the signal,
+    # even after a test's signal.signal(SIGUSR1, ...) took it over.
+    faulthandler.unregister(signal.SIGUSR1)
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True, chain=False)
+
+
 def _serve(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: str, threads: int) -> None:
     stack_file = open(os.path.join(pool_dir, f"rank{rank}.stack"), "w")
-    faulthandler.enable(file=stack_file, all_threads=True)
-    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True, chain=False)
+    _arm_stack_dumps(stack_file)
     try:
         import torch
 
@@ -395,7 +427,9 @@ def _serve(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: st
             break
         if task is None:
             break
-        conn.send(sendable(execute(task, ctx)))
+        result = execute(task, ctx)
+        _arm_stack_dumps(stack_file)
+        conn.send(sendable(result))
     try:
         ctx.keeper.release()
     except Exception:

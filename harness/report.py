@@ -8,7 +8,8 @@ from typing import Any
 
 from harness.outcome import RankResult, prefixed
 
-__all__ = ["TestRecord", "records", "record", "print_rank_output", "short_id", "note_fallback", "fallbacks"]
+__all__ = ["TestRecord", "records", "record", "print_rank_output", "short_id", "note_fallback", "fallbacks",
+           "note_altered", "altered", "altered_lines"]
 
 
 @dataclasses.dataclass
@@ -73,3 +74,29 @@ def _say_fallbacks() -> None:
         sys.stderr.write(f"harness: {len(tests)} test(s) ran on CPU/gloo, not GPUs ({why}): {shown}; "
                          "HARNESS_DEVICE=cuda would skip them instead\n")
     fallbacks.clear()
+
+
+#: (test id, what it left) for each test after which the ranks were replaced (harness.isolation)
+altered: list[tuple[str, list[str]]] = []
+
+
+def note_altered(test_id: str, changes: list[str]) -> None:
+    if not altered:
+        atexit.register(_say_altered)
+    if altered and altered[-1][0] == test_id:  # another hypothesis example of the same test
+        altered[-1][1].extend(c for c in changes if c not in altered[-1][1])
+        return
+    altered.append((test_id, list(changes)))
+
+
+def altered_lines() -> list[str]:
+    """One line per test that left the process altered: what it left, and that the ranks were replaced."""
+    return [f"{test_id} altered the process: {'; '.join(changes)}; ranks restarted" for test_id, changes in altered]
+
+
+def _say_altered() -> None:
+    """At the end of a unittest or pytest run, as regrtest's "env changed" (run_tests.py clears ``altered``
+    and prints the same lines in its summary)."""
+    for line in altered_lines():
+        sys.stderr.write(f"harness: {line} (HARNESS_ENV_CHANGED=fail makes it a failure)\n")
+    altered.clear()

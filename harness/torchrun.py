@@ -121,7 +121,7 @@ class _Job:
                     module_file=getattr(sys.modules.get(type(test).__module__), "__file__", None),
                     qualname=type(test).__qualname__, method=test._testMethodName, device_type=self.device_type,
                     seed=settings().seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
-                    fresh_pg=self.pg_suspect)
+                    fresh_pg=self.pg_suspect, isolate=settings().env_changed != "off")
         self.pg_suspect = False
         with self.lock:
             self.current = {"prefix": prefix, "deadline": time.monotonic() + timeout, "test_id": test_id,
@@ -131,6 +131,7 @@ class _Job:
         finally:
             with self.lock:
                 self.current = None
+            faulthandler.enable(file=self._crash_stream, all_threads=True)  # whatever the test did to it
         self.store.set(f"{prefix}/result/{self.rank}", pickle.dumps(result))
         results = self._collect(prefix, timeout + grace + 5)
         self.active = None

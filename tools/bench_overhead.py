@@ -5,6 +5,8 @@ Every variant runs the same trivial test (one ``all_reduce`` of 4 floats, world 
 times, in a subprocess of its own, from a module generated into a temporary directory:
 
 * ``harness``        distharness ``MultiProcessTestCase`` with rank processes reused (the default)
+* ``harness-norestore`` the same with ``HARNESS_ENV_CHANGED=off``: the ranks neither record nor restore
+                     their process state around each test (harness.isolation); the difference is its cost
 * ``harness-noreuse`` the same with ``HARNESS_REUSE=0``: fresh rank processes for every test
 * ``upstream``       ``torch.testing._internal.common_distributed.MultiProcessTestCase``: spawns the
                      ranks for every test, each test makes its own process group
@@ -155,7 +157,8 @@ if __name__ == "__main__":
 
 # variant -> (module template, extra environment, slow: spawns per test)
 VARIANTS = {
-    "harness": ("harness", {"HARNESS_REUSE": "1"}, False),
+    "harness": ("harness", {"HARNESS_REUSE": "1", "HARNESS_ENV_CHANGED": "warn"}, False),
+    "harness-norestore": ("harness", {"HARNESS_REUSE": "1", "HARNESS_ENV_CHANGED": "off"}, False),
     "harness-noreuse": ("harness", {"HARNESS_REUSE": "0"}, True),
     "upstream": ("upstream", {}, True),
     "continuous": ("continuous", {}, False),
@@ -275,6 +278,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n  {name}: {r['error']}", flush=True)
     print()
     print(table(results, args.tests))
+    by_name = {r["name"]: r for r in results if "steady_s" in r}
+    if "harness" in by_name and "harness-norestore" in by_name:
+        with_, without = by_name["harness"]["steady_s"] * 1000, by_name["harness-norestore"]["steady_s"] * 1000
+        print(f"\nper-test overhead with state restored: {with_:.1f} ms; without (HARNESS_ENV_CHANGED=off): "
+              f"{without:.1f} ms; restore costs {with_ - without:+.1f} ms per test")
     print(f"\nx: ratio to 'harness' (ranks reused). 'proj.': first test + ({args.tests} - 1) x the median later "
           "test, so variants measured with fewer tests compare at the same N. The first test includes starting "
           "the ranks (spawn + import torch); 'import s' is loading the test module in the parent.")
