@@ -56,7 +56,7 @@ class TestLeaksWithoutRestore(FixtureTestCase):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
         self.assertInReport("FAILED (failures=2)")
         self.assertIn("'FX_STATE_MODE' unexpectedly found", self.r.section("FAIL: test_2_sees_a_fresh_environment"))
-        self.assertIn("is not <Handlers.SIG_DFL: 0>", self.r.section("FAIL: test_2_sees_default_handlers"))
+        self.assertIn("is not <function _on_sigterm", self.r.section("FAIL: test_2_sees_default_handlers"))
 
 
 class TestUnrestorableStateReplacesTheRanks(FixtureTestCase):
