@@ -37,6 +37,7 @@ class Task:
     temp_dir: str | None = None
     file_name: str | None = None
     fresh_pg: bool = False  # the last test went wrong: rebuild the process group first
+    world_size: int = 0  # the parent's world size for this test; the ranks' self.world_size says it (0: unset)
 
 
 @dataclasses.dataclass

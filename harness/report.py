@@ -8,7 +8,8 @@ from typing import Any
 
 from harness.outcome import RankResult, prefixed
 
-__all__ = ["TestRecord", "records", "record", "print_rank_output", "short_id", "note_fallback", "fallbacks"]
+__all__ = ["TestRecord", "records", "record", "print_rank_output", "short_id", "note_fallback", "fallbacks",
+           "note_needs_cuda", "needs_cuda", "needs_cuda_line"]
 
 
 @dataclasses.dataclass
@@ -73,3 +74,31 @@ def _say_fallbacks() -> None:
         sys.stderr.write(f"harness: {len(tests)} test(s) ran on CPU/gloo, not GPUs ({why}): {shown}; "
                          "HARNESS_DEVICE=cuda would skip them instead\n")
     fallbacks.clear()
+
+
+#: test id (with its subtest) -> why it was skipped: it ran on CPU for want of GPUs and hard-codes CUDA
+needs_cuda: dict[str, str] = {}
+
+
+def note_needs_cuda(test_id: str, reason: str) -> None:
+    if not needs_cuda:
+        atexit.register(_say_needs_cuda)
+    needs_cuda[test_id] = reason
+
+
+def needs_cuda_line() -> str:
+    """One summary line: "N tests need CUDA: a, b, c and 2 more" ("" when none)."""
+    if not needs_cuda:
+        return ""
+    tests = list(needs_cuda)
+    shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
+    return (f"{len(tests)} test{'s' if len(tests) != 1 else ''} need CUDA (ran on CPU for want of GPUs, skipped): "
+            f"{shown}")
+
+
+def _say_needs_cuda() -> None:
+    """At the end of a unittest or pytest run; a runner that prints the line itself clears ``needs_cuda``."""
+    line = needs_cuda_line()
+    if line:
+        sys.stderr.write(f"harness: {line}\n")
+    needs_cuda.clear()
