@@ -692,6 +692,8 @@ def main(argv: list[str] | None = None) -> int:
         from harness import report as harness_report
 
         harness_report.fallbacks.clear()
+        needs_cuda = harness_report.needs_cuda_line()  # tests on CPU for want of GPUs that hard-code CUDA
+        harness_report.needs_cuda.clear()
     wall = time.monotonic() - started
 
     not_run = len(tests) - result.started
@@ -701,6 +703,8 @@ def main(argv: list[str] | None = None) -> int:
     elif result.shouldStop and not_run:
         stopped = f"stopped after the first failure (--failfast): {not_run} of {len(tests)} selected tests did not run"
     print_summary(result, out, args.slowest, wall, not_run, stopped)
+    if needs_cuda:
+        out.write(f"\n{needs_cuda}\n")
 
     if args.junit_xml and reporting:
         write_junit(args.junit_xml, result.entries, wall)

@@ -415,7 +415,7 @@ def _report_subtests(test: MultiProcessTestCase, run: _PoolRun, results: list[Ra
             root = ordered[0]
             cuda = _needs_cuda(run, root)
             if cuda:
-                report.note_needs_cuda(f"{run.test_id} ({label})", cuda)
+                report.note_needs_cuda(run.test_id, cuda)
                 if individually:
                     with test.subTest(**{("msg_" if k == "msg" else k): v for k, v in params.items()}):
                         test.skipTest(cuda)
@@ -463,6 +463,19 @@ class FSDPTest(MultiProcessTestCase):
 
     _harness_auto_comms = True
 
+    @property
+    def destroy_pg_upon_exit(self) -> bool:
+        return False
+
+    def _check_cpu_offload(self, fsdp_model: Any, cpu_offload: Any) -> None:
+        self.assertEqual(cpu_offload, fsdp_model.cpu_offload)
+
+    def _check_backward_prefetch(self, fsdp_model: Any, backward_prefetch: Any) -> None:
+        self.assertEqual(backward_prefetch, fsdp_model.backward_prefetch)
+
+    def _check_forward_prefetch(self, fsdp_model: Any, forward_prefetch: Any) -> None:
+        self.assertEqual(forward_prefetch, fsdp_model.forward_prefetch)
+
 
 class DTensorTestBase(MultiProcessTestCase):
     """Upstream's DTensorTestBase: 4 ranks by default, ``@with_comms`` tests, ``build_device_mesh()``.
@@ -494,3 +507,47 @@ class DTensorTestBase(MultiProcessTestCase):
 
     def destroy_pg(self, *args: Any, **kwargs: Any) -> None:
         """The harness keeps the group for the next test and tears it down itself; nothing to do."""
+
+    @property
+    def is_local_tensor_enabled(self) -> bool:
+        return False
+
+    def init_manual_seed_for_rank(self) -> None:
+        """Each rank its own seed (its rank), as upstream."""
+        import torch
+
+        torch.manual_seed(self.rank)
+
+    def _test_op_on_dtensor(self, op_call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """``op_call`` on DTensors must give, as a full tensor, what it gives on their full tensors."""
+        from torch.distributed.tensor import DTensor
+        from torch.utils._pytree import tree_flatten, tree_map
+
+        def full(value: Any) -> Any:
+            return value.full_tensor().detach().clone() if isinstance(value, DTensor) else value
+
+        expected, _ = tree_flatten(op_call(*tree_map(full, args), **tree_map(full, kwargs)))
+        got, _ = tree_flatten(op_call(*args, **kwargs))
+        self.assertEqual(expected, [d.full_tensor() for d in got])
+
+    def _test_op(self, mesh: Any, op_call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """``op_call`` on every sharding of its tensor arguments (Replicate, or Shard on a dimension at least
+        as long as the mesh) must give, as a full tensor, what it gives on the plain tensors."""
+        import itertools
+
+        import torch
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+        from torch.utils._pytree import tree_flatten, tree_unflatten
+
+        expected = op_call(*args, **kwargs)
+        flat, spec = tree_flatten((args, kwargs))
+        choices = []
+        for value in flat:
+            if isinstance(value, torch.Tensor) and value.dim() > 0:
+                choices.append([Replicate()] + [Shard(d) for d in range(value.dim()) if value.size(d) >= mesh.size()])
+            else:
+                choices.append([None])
+        for combination in itertools.product(*choices):
+            converted = [v if p is None else distribute_tensor(v, mesh, [p]) for v, p in zip(flat, combination)]
+            d_args, d_kwargs = tree_unflatten(converted, spec)
+            self.assertEqual(op_call(*d_args, **d_kwargs).full_tensor(), expected)

@@ -76,24 +76,26 @@ def _say_fallbacks() -> None:
     fallbacks.clear()
 
 
-#: test id (with its subtest) -> why it was skipped: it ran on CPU for want of GPUs and hard-codes CUDA
-needs_cuda: dict[str, str] = {}
+#: test id -> why each of its (sub)tests was skipped: it ran on CPU for want of GPUs and hard-codes CUDA
+needs_cuda: dict[str, list[str]] = {}
 
 
 def note_needs_cuda(test_id: str, reason: str) -> None:
     if not needs_cuda:
         atexit.register(_say_needs_cuda)
-    needs_cuda[test_id] = reason
+    needs_cuda.setdefault(test_id, []).append(reason)
 
 
 def needs_cuda_line() -> str:
-    """One summary line: "N tests need CUDA: a, b, c and 2 more" ("" when none)."""
+    """One summary line: "N tests need CUDA (M subtests): a, b, c and 2 more" ("" when none)."""
     if not needs_cuda:
         return ""
     tests = list(needs_cuda)
+    count = sum(len(v) for v in needs_cuda.values())
+    subs = f" ({count} subtests)" if count != len(tests) else ""
     shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
-    return (f"{len(tests)} test{'s' if len(tests) != 1 else ''} need CUDA (ran on CPU for want of GPUs, skipped): "
-            f"{shown}")
+    return (f"{len(tests)} test{'s' if len(tests) != 1 else ''} need CUDA{subs}, skipped (on CPU for want of GPUs; "
+            f"HARNESS_DEVICE=cpu makes them failures): {shown}")
 
 
 def _say_needs_cuda() -> None:
