@@ -75,7 +75,7 @@ class TestEFSDPMultiThread(FSDPTestMultiThread):
     def test_fully_shard(self):
         model = torch.nn.Linear(4, 4)
         fully_shard(model)
-        _say(self, "FSDPMT", local=tuple(model.weight.to_local().shape))
+        _say(self, "FSDPMT", local="x".join(map(str, model.weight.to_local().shape)))
 
 
 class TestFShardedTensor(ShardedTensorTestBase):
