@@ -196,8 +196,10 @@ def _compare_numbers(x: Any, y: Any, atol: float | None, rtol: float | None, equ
         if p == q:
             continue
         if math.isinf(p) or math.isinf(q) or abs(p - q) > a + r * abs(q):
-            return (f"{x!r} != {y!r}{_where(path)} (absolute difference {abs(p - q):.3g} > atol {a:.3g} + rtol "
-                    f"{r:.3g} * {abs(q):.3g})")
+            detail = ""
+            if abs(p - q) <= 1e-3 * max(1.0, abs(q)):  # close, but not close enough: say by how much
+                detail = f" (absolute difference {abs(p - q):.3g} > atol {a:.3g} + rtol {r:.3g} * {abs(q):.3g})"
+            return f"{x!r} != {y!r}{_where(path)}{detail}"
     return ""
 
 
@@ -253,7 +255,10 @@ class TestCase(expecttest.TestCase):
         if why:
             if callable(msg):
                 raise self.failureException(msg(why))
-            raise self.failureException(f"{why}\n{msg}" if msg else why)
+            if msg:
+                # unittest's "first != second : msg" where the reason is one line, upstream's next line otherwise
+                why = f"{why}\n{msg}" if "\n" in why else f"{why} : {msg}"
+            raise self.failureException(why)
 
     def assertNotEqual(self, first: Any, second: Any, msg: Any = None, *, atol: float | None = None,  # type: ignore[override]
                        rtol: float | None = None, **kwargs: Any) -> None:
