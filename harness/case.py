@@ -378,6 +378,9 @@ def _report(test: MultiProcessTestCase, run: _PoolRun, results: list[RankResult]
     if verdict.status == SKIPPED:
         raise unittest.SkipTest(verdict.text)
     if verdict.status in (FAILED, ERROR) and verdict.root_rank is not None:
+        skip = _upstream_skip(results)
+        if skip:
+            raise unittest.SkipTest(skip)
         cuda = _needs_cuda(run, results[verdict.root_rank])
         if cuda:
             report.note_needs_cuda(run.test_id, cuda)
@@ -437,6 +440,15 @@ def _report_subtests(test: MultiProcessTestCase, run: _PoolRun, results: list[Ra
             if skipped and len(skipped) == len(per_rank):
                 test.skipTest(skipped[0][1].message)
     return texts
+
+
+def _upstream_skip(results: list[RankResult]) -> str:
+    """Every rank that did not pass left with one of upstream's skip exit codes: the skip's reason."""
+    from harness.fallback import upstream_skip
+
+    bad = [r for r in results if r.status in BAD]
+    reasons = {upstream_skip(r.exc_type, r.message) for r in bad if not r.peer_effect}
+    return reasons.pop() if len(reasons) == 1 and "" not in reasons else ""
 
 
 def _needs_cuda(run: Any, root: RankResult) -> str:

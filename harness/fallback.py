@@ -6,7 +6,7 @@ import os
 import re
 from typing import Any, Iterator
 
-__all__ = ["DEFAULT_GPUS", "pretend_device_count", "needs_cuda", "test_line"]
+__all__ = ["DEFAULT_GPUS", "pretend_device_count", "needs_cuda", "test_line", "upstream_skip"]
 
 #: GPUs "a machine with enough GPUs" has when a test names no number itself (no ``skip_if_lt_x_gpu``).
 #: Upstream's multi-GPU CI machines and DTensor's ``NUM_DEVICES`` use 4.
@@ -80,3 +80,26 @@ def test_line(traceback_text: str, module_file: str | None) -> str:
     outside = [(f, n) for f, n in frames if "site-packages" not in f and "/harness/" not in f]
     f, n = (outside or frames)[-1]
     return f"{os.path.basename(f)}:{n}"
+
+
+# Upstream tests skip from inside a rank with ``sys.exit(TEST_SKIPS[...].exit_code)``: exit code -> reason.
+_UPSTREAM_SKIP_CODES = {
+    72: "distributed backend not available", 73: "world size too small", 74: "CUDA is not available",
+    75: "needs at least 1 CUDA device", 76: "c10d not compiled with NCCL", 77: "needs at least 2 CUDA devices",
+    78: "skipped on ROCm", 79: "no GPU peer access", 80: "needs at least 3 CUDA devices",
+    81: "needs at least 4 CUDA devices", 82: "needs at least 5 CUDA devices", 83: "needs at least 6 CUDA devices",
+    84: "needs at least 7 CUDA devices", 85: "needs at least 8 CUDA devices", 86: "skipped in the rank",
+    87: "odd world size", 88: "missing import", 89: "no accelerator available",
+}
+
+
+def upstream_skip(exc_type: str, message: str) -> str:
+    """The skip reason when a rank left with upstream's ``sys.exit(<skip exit code>)``, else ""."""
+    if exc_type != "SystemExit":
+        return ""
+    try:
+        code = int(message.strip())
+    except ValueError:
+        return ""
+    reason = _UPSTREAM_SKIP_CODES.get(code)
+    return f"{reason} (sys.exit({code}) in the test: upstream's skip exit code)" if reason else ""

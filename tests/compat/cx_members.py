@@ -22,6 +22,12 @@ class TestAMembers(MultiProcessTestCase):
         print(f"OWNPG rank={self.rank} sum={int(t.item())} method={self.init_method.split(':')[0]}")
 
 
+    def test_upstream_skip_exit_code(self):
+        import sys
+
+        sys.exit(77)  # upstream's TEST_SKIPS["multi-gpu-2"].exit_code
+
+
 class TestBFSDPMembers(FSDPTest):
     def test_fsdp_members(self):
         self.assertFalse(self.destroy_pg_upon_exit)

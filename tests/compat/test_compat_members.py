@@ -11,8 +11,12 @@ class TestMembers(FixtureTestCase):
 
     def test_outcome(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
-        self.assertInReport("Ran 5 tests")
-        self.assertInReport("FAILED (failures=1)")
+        self.assertInReport("Ran 6 tests")
+        self.assertInReport("FAILED (failures=1, skipped=1)")
+
+    def test_upstream_skip_exit_code_is_a_skip(self):
+        self.assertMatchesReport(r"test_upstream_skip_exit_code \(.*\) \.\.\. skipped \"needs at least 2 CUDA devices "
+                                 r"\(sys.exit\(77\) in the test: upstream's skip exit code\)\"")
 
     def test_spawn_processes_in_set_up_and_own_group_with_init_method(self):
         self.assertMatchesReport(rf"test_members \({MOD}\.TestAMembers\.test_members\) \.\.\. ")
