@@ -790,6 +790,8 @@ def main(argv: list[str] | None = None) -> int:
         harness_report.fallbacks.clear()
         altered = harness_report.altered_lines()  # shown in the summary, not again at exit
         harness_report.altered.clear()
+        needs_cuda = harness_report.needs_cuda_line()  # tests on CPU for want of GPUs that hard-code CUDA
+        harness_report.needs_cuda.clear()
     wall = time.monotonic() - started
 
     not_run = len(tests) - result.started
@@ -802,6 +804,8 @@ def main(argv: list[str] | None = None) -> int:
     if altered:
         out.write(f"\nAltered the process ({len(altered)} test(s); HARNESS_ENV_CHANGED={conf.env_changed}):\n")
         out.write("".join(f"  {line}\n" for line in altered))
+    if needs_cuda:
+        out.write(f"\n{needs_cuda}\n")
 
     if args.junit_xml and reporting:
         write_junit(args.junit_xml, result.entries, wall)

@@ -1,7 +1,10 @@
 """distharness: a public, fast, unittest-based harness for PyTorch distributed tests."""
 from __future__ import annotations
 
+from harness.assertions import TestCase
 from harness.case import DTensorTestBase, FSDPTest, MultiProcessTestCase
+from harness.compat import (DTensorContinuousTestBase, FSDPTestMultiThread, MultiProcContinuousTest,
+                            MultiThreadedTestCase, ShardedTensorTestBase, check_sharded_parity)
 from harness.decorators import skip_if_lt_x_gpu, with_comms, with_temp_dir
 from harness.errors import HarnessError, RankError, RankFailure, UsageError
 from harness.main import run_tests
@@ -11,11 +14,18 @@ __all__ = [
     "MultiProcessTestCase",
     "FSDPTest",
     "DTensorTestBase",
+    "MultiProcContinuousTest",
+    "DTensorContinuousTestBase",
+    "MultiThreadedTestCase",
+    "FSDPTestMultiThread",
+    "ShardedTensorTestBase",
+    "TestCase",
     "with_comms",
     "with_temp_dir",
     "skip_if_lt_x_gpu",
     "run_subtests",
     "skip_subtest",
+    "check_sharded_parity",
     "run_tests",
     "HarnessError",
     "UsageError",

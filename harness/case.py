@@ -1,6 +1,7 @@
 """``MultiProcessTestCase`` and friends: in the parent, hand a test to the ranks and report what comes back."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
@@ -16,7 +17,7 @@ from harness import report
 from harness.assertions import DistributedAssertions
 from harness.comms import choose_placement
 from harness.config import settings
-from harness.decorators import markers
+from harness.decorators import defined_at, gpus_needed, markers
 from harness.errors import RankAbort, RankError, RankFailure, UsageError
 from harness.hypothesis_support import is_hypothesis_test, run_given
 from harness.outcome import BAD, CRASHED, ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, merge, order_by_cause
@@ -58,6 +59,8 @@ class MultiProcessTestCase(DistributedAssertions):
     timeout: float | None = None
     #: FSDPTest sets this: every test gets the default process group without @with_comms
     _harness_auto_comms = False
+    #: the harness runs this class's tests on ranks (skip_if_lt_x_gpu checks it)
+    _harness_test_class = True
 
     rank: int = -1
     temp_dir: str | None = None
@@ -109,6 +112,43 @@ class MultiProcessTestCase(DistributedAssertions):
         self.temp_dir = task.temp_dir
         self.file_name = task.file_name
         self._harness_in_rank = True
+        if task.world_size:
+            _pin_world_size(self, task.world_size)
+        if task.temp_dir:
+            fn = getattr(type(self), task.method)
+            if not (markers(fn)["comms"] or self._harness_auto_comms):
+                # Upstream's with_temp_dir gives each rank its own directory when no process group is up
+                # (nothing to broadcast one path with); writers that assume that must not share one.
+                self.temp_dir = os.path.join(task.temp_dir, f"rank{rank}")
+                os.makedirs(self.temp_dir, exist_ok=True)
+
+    # ---- upstream's MultiProcessTestCase members that ported tests touch ---------------------------
+
+    #: the parent's rank in upstream's harness; a rank here is 0..world_size-1 and the parent runs no body
+    MAIN_PROCESS_RANK = -1
+
+    @property
+    def destroy_pg_upon_exit(self) -> bool:
+        """Upstream destroys the group after each test unless this is False; the harness keeps its own group
+        for the next test and removes any group a test made itself, whatever this says."""
+        return True
+
+    @property
+    def init_method(self) -> str:
+        """``file://`` rendezvous for tests that make their own group, as upstream's ``FSDPTest.init_method``."""
+        return f"file://{self.file_name}"
+
+    def _spawn_processes(self) -> None:
+        """Upstream's setUp calls this to start the ranks; here the parent already did, so it does nothing."""
+
+    def _start_processes(self, proc: Any = None) -> None:
+        """As ``_spawn_processes``: nothing to do inside a rank."""
+
+    def _current_test_name(self) -> str:
+        return self._testMethodName
+
+    def is_master(self) -> bool:
+        return self.rank == 0
 
     # ---- in the parent ---------------------------------------------------------------------------
 
@@ -149,20 +189,74 @@ def _nothing() -> None:
     pass
 
 
-def _world_size(test: MultiProcessTestCase, test_id: str) -> int:
+_PINNED: dict[tuple[type, int], type] = {}
+
+
+def _pin_world_size(test: MultiProcessTestCase, world_size: int) -> None:
+    """Make ``self.world_size`` in a rank say the parent's number, whatever the class computes it from.
+
+    A ``world_size`` property that reads the device count would give 0 in a rank on a CPU machine; the
+    instance becomes an instance of a subclass (same name, same id) whose ``world_size`` is the number.
+    """
+    cls = type(test)
+    key = (cls, world_size)
+    pinned = _PINNED.get(key)
+    if pinned is None:
+        pinned = type(cls.__name__, (cls,), {"world_size": world_size, "__module__": cls.__module__,
+                                             "__qualname__": cls.__qualname__, "__doc__": cls.__doc__})
+        _PINNED[key] = pinned
+    test.__class__ = pinned
+
+
+def _evaluate_world_size(test: MultiProcessTestCase, test_id: str) -> Any:
     try:
         ws = test.world_size
+        if ws == -2 and getattr(test, "_harness_world_from_devices", False):
+            import torch
+
+            ws = torch.cuda.device_count()  # upstream's continuous tests: -2 means "one rank per GPU"
     except Exception as exc:
         raise UsageError(f"{test_id}: evaluating world_size raised {type(exc).__name__}: {exc}") from exc
+    return ws
+
+
+def _check_world_size(ws: Any, test_id: str, pretended: int | None) -> int:
     if isinstance(ws, bool) or not isinstance(ws, int) or ws < 1:
         hint = ""
-        if ws == 0:
-            hint = (" (upstream tests often return min(4, torch.cuda.device_count()), which is 0 without GPUs;"
-                    " return the number of ranks the test needs, e.g. 4: the harness runs it on CPU/gloo"
-                    " when there are too few GPUs)")
+        if pretended is not None:
+            hint = (f" (also with the device counts at {pretended}, as on a machine with enough GPUs, so it does not "
+                    "come from a missing GPU); return the number of ranks the test needs")
+        elif ws == 0:
+            hint = " (return the number of ranks the test needs)"
         raise UsageError(f"{test_id}: world_size must be an int >= 1, got {ws!r}; a test that runs on no rank "
                          f"cannot pass{hint}")
     return ws
+
+
+def _world_size(test: MultiProcessTestCase, test_id: str, gpus_needed: int = 0,
+                gpus: int | None = None) -> tuple[int, str]:
+    """The world the test asks for, and a note when that differs from what this machine's counts give.
+
+    Upstream tests size their world from the device count (``min(4, torch.cuda.device_count())``); on
+    a machine with fewer GPUs than the test was written for that is 0 or 1. Then the test's world is
+    taken as it would be on a machine with enough GPUs: ``skip_if_lt_x_gpu(x)``'s x, else
+    ``fallback.DEFAULT_GPUS``. A world size of 0 that does not come from the device count stays an error.
+    """
+    from harness.comms import gpu_count
+    from harness.fallback import DEFAULT_GPUS, pretend_device_count
+
+    gpus = gpu_count() if gpus is None else gpus
+    want = gpus_needed or DEFAULT_GPUS
+    ws = _evaluate_world_size(test, test_id)
+    if gpus >= want:
+        return _check_world_size(ws, test_id, None), ""
+    with pretend_device_count(want):
+        asked = _evaluate_world_size(test, test_id)
+    if asked == ws:
+        return _check_world_size(ws, test_id, want if ws == 0 else None), ""
+    asked = _check_world_size(asked, test_id, want)
+    return asked, (f"world size {asked} as on a machine with {want} GPUs (world_size follows the device count, "
+                   f"{ws!r} on this machine)")
 
 
 class _PoolRun:
@@ -173,8 +267,14 @@ class _PoolRun:
         self.test_id = report.short_id(test)
         self.fn = getattr(type(test), test._testMethodName)
         self.conf = settings()
-        self.world_size = _world_size(test, self.test_id)
-        self.placement = choose_placement(self.world_size, markers(self.fn)["gpus"], self.conf.device)
+        gpus = gpus_needed(type(test), self.fn)
+        self.world_size, note = _world_size(test, self.test_id, gpus)
+        self.placement = choose_placement(self.world_size, gpus, self.conf.device)
+        if note:
+            self.placement = dataclasses.replace(self.placement, reason=f"{note}; {self.placement.reason}")
+        # On CPU only for want of GPUs: errors that mean "needs CUDA" become skips (HARNESS_DEVICE=cpu: failures).
+        self.fallback = self.conf.device == "auto" and self.placement.device_type == "cpu"
+        self.module_file = getattr(sys.modules.get(type(test).__module__), "__file__", None)
         self.timeout = self.conf.timeout_for(getattr(test, "timeout", None), self.test_id)
         self.threads = self.conf.threads or _default_threads(self.world_size)
         self.examples = 0
@@ -198,7 +298,7 @@ class _PoolRun:
                         qualname=type(self.test).__qualname__, method=self.test._testMethodName,
                         device_type=self.placement.device_type, seed=self.conf.seed, kwargs=kwargs,
                         temp_dir=temp_dir, file_name=os.path.join(scratch, "store"), fresh_pg=pool.pg_suspect,
-                        isolate=self.conf.env_changed != "off")
+                        isolate=self.conf.env_changed != "off", world_size=self.world_size)
             pool.pg_suspect = False
             results = pool.run(task, self.timeout, self.conf.peer_grace)
             _settle_changes(self, pool, results)
@@ -230,12 +330,22 @@ def _run_in_pool(test: MultiProcessTestCase) -> None:
     try:
         if run.placement.skip:
             raise unittest.SkipTest(run.placement.skip)
+        _skip_nccl_alone(run)
         _note_fallback(run)
         drive(test, run, run.run_once)
     finally:
         report.record(report.TestRecord(run.test_id, run.world_size, run.placement.label if run.examples else "",
                                         run.placement.reason, time.monotonic() - started, run.pids, run.reused,
                                         run.examples))
+
+
+def _skip_nccl_alone(run: Any) -> None:
+    """A test that asks for NCCL and nothing else cannot run on CPU: on CPU for want of GPUs, a skip."""
+    asked = markers(run.fn)["comms"]
+    if run.fallback and isinstance(asked, str) and asked.strip().lower() == "nccl":
+        reason = f"needs CUDA: asks for backend='nccl' alone ({defined_at(run.fn)})"
+        report.note_needs_cuda(run.test_id, reason)
+        raise unittest.SkipTest(reason)
 
 
 def _note_fallback(run: _PoolRun) -> None:
@@ -295,6 +405,14 @@ def _report(test: MultiProcessTestCase, run: _PoolRun, results: list[RankResult]
         raise RankAbort(RankError("\n\n".join(sub_failures) + suffix))
     if verdict.status == SKIPPED:
         raise unittest.SkipTest(verdict.text)
+    if verdict.status in (FAILED, ERROR) and verdict.root_rank is not None:
+        skip = _upstream_skip(results)
+        if skip:
+            raise unittest.SkipTest(skip)
+        cuda = _needs_cuda(run, results[verdict.root_rank])
+        if cuda:
+            report.note_needs_cuda(run.test_id, cuda)
+            raise unittest.SkipTest(cuda)
     if verdict.status in (FAILED, ERROR):
         text = verdict.text + suffix
         error = RankFailure(text) if verdict.status == FAILED else RankError(text)
@@ -328,6 +446,13 @@ def _report_subtests(test: MultiProcessTestCase, run: _PoolRun, results: list[Ra
                 res.arrived = float(rank)
             if bad:
                 root = order_by_cause(as_results)[0]
+                cuda = _needs_cuda(run, root)
+                if cuda:
+                    report.note_needs_cuda(run.test_id, cuda)
+                    if individually:
+                        with test.subTest(**{("msg_" if k == "msg" else k): v for k, v in params.items()}):
+                            test.skipTest(cuda)
+                    continue
                 lines = [f"{run.test_id} [rank {root.rank}/{run.world_size}] subtest ({label}) failed on "
                          f"{run.placement.label}: {root.one_line()}", "", root.traceback.rstrip()]
                 error: Exception = RankFailure("") if root.status == FAILED else RankError("")
@@ -360,6 +485,27 @@ def _report_subtests(test: MultiProcessTestCase, run: _PoolRun, results: list[Ra
     return texts
 
 
+def _upstream_skip(results: list[RankResult]) -> str:
+    """Every rank that did not pass left with one of upstream's skip exit codes: the skip's reason."""
+    from harness.fallback import upstream_skip
+
+    bad = [r for r in results if r.status in BAD]
+    reasons = {upstream_skip(r.exc_type, r.message) for r in bad if not r.peer_effect}
+    return reasons.pop() if len(reasons) == 1 and "" not in reasons else ""
+
+
+def _needs_cuda(run: Any, root: RankResult) -> str:
+    """The skip reason when a test on CPU for want of GPUs failed because it hard-codes CUDA, else ""."""
+    if not getattr(run, "fallback", False) or root.status not in (FAILED, ERROR):
+        return ""
+    from harness.fallback import needs_cuda, test_line
+
+    if not needs_cuda(root.exc_type, root.message):
+        return ""
+    where = test_line(root.traceback, getattr(run, "module_file", None))
+    return f"needs CUDA: {root.one_line()}" + (f" ({where})" if where else "")
+
+
 class FSDPTest(MultiProcessTestCase):
     """Upstream's FSDPTest: every test runs with the default process group up; ``self.process_group``.
 
@@ -371,6 +517,19 @@ class FSDPTest(MultiProcessTestCase):
     """
 
     _harness_auto_comms = True
+
+    @property
+    def destroy_pg_upon_exit(self) -> bool:
+        return False
+
+    def _check_cpu_offload(self, fsdp_model: Any, cpu_offload: Any) -> None:
+        self.assertEqual(cpu_offload, fsdp_model.cpu_offload)
+
+    def _check_backward_prefetch(self, fsdp_model: Any, backward_prefetch: Any) -> None:
+        self.assertEqual(backward_prefetch, fsdp_model.backward_prefetch)
+
+    def _check_forward_prefetch(self, fsdp_model: Any, forward_prefetch: Any) -> None:
+        self.assertEqual(forward_prefetch, fsdp_model.forward_prefetch)
 
 
 class DTensorTestBase(MultiProcessTestCase):
@@ -403,3 +562,47 @@ class DTensorTestBase(MultiProcessTestCase):
 
     def destroy_pg(self, *args: Any, **kwargs: Any) -> None:
         """The harness keeps the group for the next test and tears it down itself; nothing to do."""
+
+    @property
+    def is_local_tensor_enabled(self) -> bool:
+        return False
+
+    def init_manual_seed_for_rank(self) -> None:
+        """Each rank its own seed (its rank), as upstream."""
+        import torch
+
+        torch.manual_seed(self.rank)
+
+    def _test_op_on_dtensor(self, op_call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """``op_call`` on DTensors must give, as a full tensor, what it gives on their full tensors."""
+        from torch.distributed.tensor import DTensor
+        from torch.utils._pytree import tree_flatten, tree_map
+
+        def full(value: Any) -> Any:
+            return value.full_tensor().detach().clone() if isinstance(value, DTensor) else value
+
+        expected, _ = tree_flatten(op_call(*tree_map(full, args), **tree_map(full, kwargs)))
+        got, _ = tree_flatten(op_call(*args, **kwargs))
+        self.assertEqual(expected, [d.full_tensor() for d in got])
+
+    def _test_op(self, mesh: Any, op_call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """``op_call`` on every sharding of its tensor arguments (Replicate, or Shard on a dimension at least
+        as long as the mesh) must give, as a full tensor, what it gives on the plain tensors."""
+        import itertools
+
+        import torch
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+        from torch.utils._pytree import tree_flatten, tree_unflatten
+
+        expected = op_call(*args, **kwargs)
+        flat, spec = tree_flatten((args, kwargs))
+        choices = []
+        for value in flat:
+            if isinstance(value, torch.Tensor) and value.dim() > 0:
+                choices.append([Replicate()] + [Shard(d) for d in range(value.dim()) if value.size(d) >= mesh.size()])
+            else:
+                choices.append([None])
+        for combination in itertools.product(*choices):
+            converted = [v if p is None else distribute_tensor(v, mesh, [p]) for v, p in zip(flat, combination)]
+            d_args, d_kwargs = tree_unflatten(converted, spec)
+            self.assertEqual(op_call(*d_args, **d_kwargs).full_tensor(), expected)

@@ -1,12 +1,15 @@
 """``with_comms``, ``with_temp_dir`` and ``skip_if_lt_x_gpu``: markers read by the harness, checked when applied."""
 from __future__ import annotations
 
+import functools
 import inspect
+import os
+import unittest
 from typing import Any, Callable, TypeVar
 
 from harness.errors import UsageError
 
-__all__ = ["with_comms", "with_temp_dir", "skip_if_lt_x_gpu", "markers"]
+__all__ = ["with_comms", "with_temp_dir", "skip_if_lt_x_gpu", "markers", "gpus_needed", "defined_at"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,8 +24,13 @@ def _check_callable(decorator: str, fn: Any) -> None:
         raise UsageError(f"@{decorator} decorates a test method; got {fn!r}. Write @{decorator} directly above 'def test_...'.")
 
 
-def with_comms(fn: F | bool | None = None, *, backend: str | None = None, eager_init: bool = False) -> F:
+def with_comms(fn: F | bool | None = None, *, backend: str | None = None, eager_init: bool = False,
+               init_rpc: bool = False) -> F:
     """Run the test with the default process group up (made, or reused from the previous test).
+
+    Takes upstream's arguments, from ``DTensorTestBase``'s ``with_comms(eager_init=..., backend=...)`` and
+    ``ShardedTensorTestBase``'s ``with_comms(init_rpc=..., backend=...)``: ``init_rpc=True`` also starts
+    ``torch.distributed.rpc`` around the test (``self.init_rpc()`` when the class has one).
 
     Example::
 
@@ -35,17 +43,47 @@ def with_comms(fn: F | bool | None = None, *, backend: str | None = None, eager_
     # ``eager_init`` is upstream's; the harness always creates the group before the test (bound to the
     # rank's GPU on CUDA), so it is accepted and has nothing left to do.
     if fn is None or isinstance(fn, bool):
-        return lambda f: with_comms(f, backend=backend)  # type: ignore[return-value]
+        return lambda f: with_comms(f, backend=backend, init_rpc=init_rpc)  # type: ignore[return-value]
     _check_callable("with_comms", fn)
+    if backend is not None and not isinstance(backend, str):
+        raise UsageError(f"with_comms(backend={backend!r}): a backend is a string such as 'gloo' or "
+                         "'cpu:gloo,cuda:nccl'")
+    if init_rpc:
+        fn = _with_rpc(fn)
     setattr(fn, _COMMS, backend or True)
     return fn
 
 
+def _with_rpc(fn: F) -> F:
+    """Start RPC (one worker per rank, rendezvous on the test's FileStore path) around the test."""
+
+    @functools.wraps(fn)
+    def rpc_wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from torch.distributed import rpc
+
+        if hasattr(self, "init_rpc"):
+            self.init_rpc()
+        else:
+            options = rpc.TensorPipeRpcBackendOptions(init_method=f"file://{self.file_name}.rpc")
+            rpc.init_rpc(name=f"worker{self.rank}", rank=self.rank, world_size=self.world_size,
+                         rpc_backend_options=options)
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            rpc.shutdown()
+
+    return rpc_wrapper  # type: ignore[return-value]
+
+
 def with_temp_dir(fn: F) -> F:
-    """Give the test ``self.temp_dir``: one directory, the same path on every rank, removed afterwards.
+    """Give the test ``self.temp_dir``, removed afterwards whatever happened.
+
+    As upstream: with a process group (``@with_comms``, ``FSDPTest``) every rank gets the same directory;
+    without one each rank gets its own.
 
     Example::
 
+        @with_comms
         @with_temp_dir
         def test_save(self):
             dcp.save(state_dict, checkpoint_id=self.temp_dir)
@@ -55,11 +93,13 @@ def with_temp_dir(fn: F) -> F:
     return fn
 
 
-def skip_if_lt_x_gpu(x: int) -> Callable[[F], F]:
+def skip_if_lt_x_gpu(x: int, *, allow_cpu: bool = False) -> Callable[[F], F]:
     """Declare that the test needs ``x`` GPUs to run on GPUs.
 
-    With fewer, the harness runs it on CPU/gloo (``HARNESS_DEVICE=auto``) and the report says why; with
-    ``HARNESS_DEVICE=cuda`` it is skipped with that reason.
+    With fewer, the harness runs it on CPU/gloo (``HARNESS_DEVICE=auto``) with the world it asks for on a
+    machine with ``x`` GPUs, and the report says why; with ``HARNESS_DEVICE=cuda`` it is skipped with that
+    reason. ``allow_cpu`` is upstream's; the harness runs on CPU anyway. On a test class (a harness class),
+    it applies to every test; on a class or a test the harness does not run it is an error, never a no-op.
 
     Example::
 
@@ -72,10 +112,59 @@ def skip_if_lt_x_gpu(x: int) -> Callable[[F], F]:
 
     def mark(fn: F) -> F:
         _check_callable(f"skip_if_lt_x_gpu({x})", fn)
+        if isinstance(fn, type):
+            if not _is_harness_class(fn):
+                raise UsageError(f"@skip_if_lt_x_gpu({x}) on class {fn.__qualname__}, which the harness does not run "
+                                 f"on ranks (its bases: {', '.join(b.__qualname__ for b in fn.__mro__[1:-1])}); the "
+                                 "mark would do nothing. Derive it from harness.MultiProcessTestCase (or FSDPTest, "
+                                 "DTensorTestBase, ...), or remove the decorator")
+            setattr(fn, _GPUS, max(x, fn.__dict__.get(_GPUS, 0)))
+            return fn
+        if not _is_hypothesis(fn):
+            fn = _refuse_outside_harness(fn, x)
         setattr(fn, _GPUS, max(x, getattr(fn, _GPUS, 0)))
         return fn
 
     return mark
+
+
+def _is_harness_class(cls: type) -> bool:
+    return any(getattr(c, "_harness_test_class", False) for c in cls.__mro__)
+
+
+def _is_hypothesis(fn: Any) -> bool:
+    return getattr(getattr(fn, "hypothesis", None), "inner_test", None) is not None
+
+
+def _refuse_outside_harness(fn: F, x: int) -> F:
+    """A test method of a class the harness does not run would silently ignore the mark: make it an error."""
+
+    @functools.wraps(fn)
+    def gpu_test(*args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], unittest.TestCase) and not _is_harness_class(type(args[0])):
+            raise UsageError(f"{args[0].id()}: @skip_if_lt_x_gpu({x}) on a test of {type(args[0]).__qualname__}, "
+                             "a class the harness does not run on ranks, so the mark would do nothing; derive the "
+                             "class from harness.MultiProcessTestCase (or FSDPTest, DTensorTestBase, ...), or "
+                             "remove the decorator")
+        return fn(*args, **kwargs)
+
+    return gpu_test  # type: ignore[return-value]
+
+
+def gpus_needed(cls: type, fn: Any) -> int:
+    """GPUs a test asks for with ``skip_if_lt_x_gpu``, on its method or its class (0: none named)."""
+    on_class = max((c.__dict__.get(_GPUS, 0) for c in cls.__mro__), default=0)
+    return max(markers(fn)["gpus"], on_class)
+
+
+def defined_at(fn: Any) -> str:
+    """``file:line`` of the test function itself (under its decorators)."""
+    inner = next((f for f in reversed(_chain(fn)) if getattr(f, "__wrapped__", None) is None
+                  and hasattr(f, "__code__")), fn)
+    code = getattr(inner, "__code__", None)
+    if code is None:
+        return "?"
+    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
 
 
 def _chain(fn: Any) -> list[Any]:

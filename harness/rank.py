@@ -41,6 +41,7 @@ class Task:
     file_name: str | None = None
     fresh_pg: bool = False  # the last test went wrong: rebuild the process group first
     isolate: bool = True  # record the process state before the test and restore it after (harness.isolation)
+    world_size: int = 0  # the parent's world size for this test; the ranks' self.world_size says it (0: unset)
 
 
 @dataclasses.dataclass

@@ -9,7 +9,7 @@ from typing import Any
 from harness.outcome import RankResult, prefixed
 
 __all__ = ["TestRecord", "records", "record", "print_rank_output", "short_id", "note_fallback", "fallbacks",
-           "note_altered", "altered", "altered_lines"]
+           "note_altered", "altered", "altered_lines", "note_needs_cuda", "needs_cuda", "needs_cuda_line"]
 
 
 @dataclasses.dataclass
@@ -100,3 +100,33 @@ def _say_altered() -> None:
     for line in altered_lines():
         sys.stderr.write(f"harness: {line} (HARNESS_ENV_CHANGED=fail makes it a failure)\n")
     altered.clear()
+
+
+#: test id -> why each of its (sub)tests was skipped: it ran on CPU for want of GPUs and hard-codes CUDA
+needs_cuda: dict[str, list[str]] = {}
+
+
+def note_needs_cuda(test_id: str, reason: str) -> None:
+    if not needs_cuda:
+        atexit.register(_say_needs_cuda)
+    needs_cuda.setdefault(test_id, []).append(reason)
+
+
+def needs_cuda_line() -> str:
+    """One summary line: "N tests need CUDA (M subtests): a, b, c and 2 more" ("" when none)."""
+    if not needs_cuda:
+        return ""
+    tests = list(needs_cuda)
+    count = sum(len(v) for v in needs_cuda.values())
+    subs = f" ({count} subtests)" if count != len(tests) else ""
+    shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
+    return (f"{len(tests)} test{'s' if len(tests) != 1 else ''} need CUDA{subs}, skipped (on CPU for want of GPUs; "
+            f"HARNESS_DEVICE=cpu makes them failures): {shown}")
+
+
+def _say_needs_cuda() -> None:
+    """At the end of a unittest or pytest run; a runner that prints the line itself clears ``needs_cuda``."""
+    line = needs_cuda_line()
+    if line:
+        sys.stderr.write(f"harness: {line}\n")
+    needs_cuda.clear()

@@ -121,7 +121,8 @@ class _Job:
                     module_file=getattr(sys.modules.get(type(test).__module__), "__file__", None),
                     qualname=type(test).__qualname__, method=test._testMethodName, device_type=self.device_type,
                     seed=settings().seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
-                    fresh_pg=self.pg_suspect, isolate=settings().env_changed != "off")
+                    fresh_pg=self.pg_suspect, isolate=settings().env_changed != "off",
+                    world_size=self.world_size)
         self.pg_suspect = False
         with self.lock:
             self.current = {"prefix": prefix, "deadline": time.monotonic() + timeout, "test_id": test_id,
@@ -284,8 +285,14 @@ class _LaunchedRun:
         self.test_id = report.short_id(test)
         self.fn = getattr(type(test), test._testMethodName)
         self.conf = settings()
-        self.world_size = _world_size(test, self.test_id)
-        self.placement = Placement(job.device_type, job.world_size, "launched by torchrun")
+        from harness.decorators import gpus_needed
+
+        # "A machine with enough GPUs" is the launched world, unless the test names its own number.
+        self.world_size, note = _world_size(test, self.test_id, gpus_needed(type(test), self.fn) or job.world_size)
+        self.placement = Placement(job.device_type, job.world_size,
+                                   "launched by torchrun" + (f"; {note}" if note else ""))
+        self.fallback = self.conf.device == "auto" and job.device_type == "cpu"
+        self.module_file = getattr(sys.modules.get(type(test).__module__), "__file__", None)
         self.timeout = self.conf.timeout_for(getattr(test, "timeout", None), self.test_id)
         self.examples = 0
 

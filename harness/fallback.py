@@ -1,0 +1,105 @@
+"""A test written for GPUs, run on CPU for want of them: the world size it asks for, and errors that mean "needs CUDA"."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from typing import Any, Iterator
+
+__all__ = ["DEFAULT_GPUS", "pretend_device_count", "needs_cuda", "test_line", "upstream_skip"]
+
+#: GPUs "a machine with enough GPUs" has when a test names no number itself (no ``skip_if_lt_x_gpu``).
+#: Upstream's multi-GPU CI machines and DTensor's ``NUM_DEVICES`` use 4.
+DEFAULT_GPUS = 4
+
+
+@contextlib.contextmanager
+def pretend_device_count(count: int) -> Iterator[None]:
+    """While the parent evaluates ``world_size``, device counts say ``count``.
+
+    Upstream tests size their world from the device count (``min(4, torch.cuda.device_count())``,
+    ``torch.get_device_module(device_type).device_count()`` with ``device_type`` "cpu" on a CPU build,
+    ``torch.accelerator.device_count()``). Only the parent's evaluation sees these numbers; the ranks
+    see the machine as it is.
+
+    Example::
+
+        with pretend_device_count(4):
+            ws = test.world_size    # min(4, torch.cuda.device_count()) -> 4
+    """
+    import torch
+
+    targets: list[tuple[Any, str]] = [(torch.cuda, "device_count"), (torch.cpu, "device_count")]
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "device_count"):
+        targets.append((accelerator, "device_count"))
+    saved = [(obj, name, getattr(obj, name)) for obj, name in targets]
+
+    def fake() -> int:
+        return count
+
+    try:
+        for obj, name, _ in saved:
+            setattr(obj, name, fake)
+        yield
+    finally:
+        for obj, name, original in saved:
+            setattr(obj, name, original)
+
+
+# What a rank says when the test hard-codes CUDA (or pinned memory, or NCCL) and runs on a CPU build.
+_NEEDS_CUDA = re.compile(
+    r"Torch not compiled with CUDA enabled|"
+    r"Found no NVIDIA driver|No CUDA GPUs are available|requires CUDA support|"
+    r"Cannot access accelerator device when none is available|"
+    r"no pinned memory allocator is available|pin_memory=True requires a CUDA|"
+    r"FSDP needs a non-CPU accelerator|"
+    r"device_ids and output_device arguments only work with|"
+    r"Distributed package doesn't have NCCL built in|"
+    r"module 'torch\._C' has no attribute '_cuda_|"
+    r"Tried to instantiate dummy base class (Stream|Event)",
+)
+
+
+def needs_cuda(exc_type: str, message: str) -> str:
+    """The phrase that shows a rank's error comes from hard-coded CUDA, or "" when it does not."""
+    m = _NEEDS_CUDA.search(f"{exc_type}: {message}")
+    return m.group(0) if m else ""
+
+
+def test_line(traceback_text: str, module_file: str | None) -> str:
+    """``file:line`` of the innermost frame in the test's own file (where the test asked for CUDA)."""
+    frames = re.findall(r'File "([^"]+)", line (\d+)', traceback_text or "")
+    if not frames:
+        return ""
+    if module_file:
+        own = os.path.realpath(module_file)
+        mine = [(f, n) for f, n in frames if os.path.realpath(f) == own]
+        if mine:
+            return f"{os.path.basename(mine[-1][0])}:{mine[-1][1]}"
+    outside = [(f, n) for f, n in frames if "site-packages" not in f and "/harness/" not in f]
+    f, n = (outside or frames)[-1]
+    return f"{os.path.basename(f)}:{n}"
+
+
+# Upstream tests skip from inside a rank with ``sys.exit(TEST_SKIPS[...].exit_code)``: exit code -> reason.
+_UPSTREAM_SKIP_CODES = {
+    72: "distributed backend not available", 73: "world size too small", 74: "CUDA is not available",
+    75: "needs at least 1 CUDA device", 76: "c10d not compiled with NCCL", 77: "needs at least 2 CUDA devices",
+    78: "skipped on ROCm", 79: "no GPU peer access", 80: "needs at least 3 CUDA devices",
+    81: "needs at least 4 CUDA devices", 82: "needs at least 5 CUDA devices", 83: "needs at least 6 CUDA devices",
+    84: "needs at least 7 CUDA devices", 85: "needs at least 8 CUDA devices", 86: "skipped in the rank",
+    87: "odd world size", 88: "missing import", 89: "no accelerator available",
+}
+
+
+def upstream_skip(exc_type: str, message: str) -> str:
+    """The skip reason when a rank left with upstream's ``sys.exit(<skip exit code>)``, else ""."""
+    if exc_type != "SystemExit":
+        return ""
+    try:
+        code = int(message.strip())
+    except ValueError:
+        return ""
+    reason = _UPSTREAM_SKIP_CODES.get(code)
+    return f"{reason} (sys.exit({code}) in the test: upstream's skip exit code)" if reason else ""

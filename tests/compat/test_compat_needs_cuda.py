@@ -1,0 +1,82 @@
+"""Tests that hard-code CUDA are skipped as "needs CUDA" on a CPU fallback: tests/compat/cx_needs_cuda.py."""
+import unittest
+
+from tests._support import FixtureTestCase, REPO
+from tests.compat._gpuless import skip_if_gpus
+
+MOD = "tests.compat.cx_needs_cuda"
+
+
+def line_of(marker):
+    import os
+
+    with open(os.path.join(REPO, "tests", "compat", "cx_needs_cuda.py")) as f:
+        for number, line in enumerate(f, 1):
+            if marker in line:
+                return number
+    raise AssertionError(marker)
+
+
+class TestNeedsCudaSkipped(FixtureTestCase):
+    ARGS = [MOD, "-v"]
+
+    def setUp(self):
+        skip_if_gpus()
+
+    def test_cuda_tensor_is_a_skip_with_the_line(self):
+        self.assertInReport(f"test_cuda_tensor ({MOD}.TestNeedsCuda.test_cuda_tensor) ... skipped 'needs CUDA: "
+                            f"AssertionError: Torch not compiled with CUDA enabled "
+                            f"(cx_needs_cuda.py:{line_of('CX-CUDA-TENSOR')})'")
+
+    def test_pinned_memory_is_a_skip(self):
+        self.assertMatchesReport(rf"test_pinned_memory \(.*\) \.\.\. skipped 'needs CUDA: RuntimeError: pin_memory=True "
+                                 rf".*\(cx_needs_cuda.py:{line_of('CX-PINNED')}\)'")
+
+    def test_nccl_alone_is_a_skip_before_the_body(self):
+        self.assertMatchesReport(r"test_nccl_alone \(.*\) \.\.\. skipped \"needs CUDA: asks for backend='nccl' alone "
+                                 r"\(cx_needs_cuda.py:\d+\)\"")
+        self.assertNotIn("FIXTURE-NCCL-BODY-RAN", self.r.output)
+
+    def test_only_the_cuda_subtest_is_skipped(self):
+        self.assertMatchesReport(r"^\s+test_subtests \(.*\) \(device='cuda'\) \.\.\. skipped 'needs CUDA: "
+                                 rf"AssertionError: Torch not compiled with CUDA enabled \(cx_needs_cuda.py:"
+                                 rf"{line_of('CX-SUB-CUDA')}\)'$")
+        self.assertNotRegex(self.r.output, r"\(device='cpu'\) \.\.\. (skipped|FAIL|ERROR)")
+
+    def test_a_real_failure_stays_a_failure(self):
+        text = self.r.section("FAIL: test_real_failure")
+        self.assertIn("CX-REAL-FAILURE", text)
+        self.assertEqual(self.r.returncode, 1)
+        self.assertInReport("FAILED (failures=1, skipped=4)")
+
+    def test_summary_line_counts_them(self):
+        self.assertInReport("harness: 4 tests need CUDA, skipped (on CPU for want of GPUs; HARNESS_DEVICE=cpu makes "
+                            f"them failures): {MOD}.TestNeedsCuda.test_cuda_tensor, "
+                            f"{MOD}.TestNeedsCuda.test_nccl_alone, {MOD}.TestNeedsCuda.test_pinned_memory, "
+                            f"{MOD}.TestNeedsCuda.test_subtests")
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
+class TestNeedsCudaUnderDeviceCpu(FixtureTestCase):
+    """HARNESS_DEVICE=cpu asked for CPU on purpose: what fails is reported as failing."""
+
+    ARGS = [MOD, "-v"]
+    ENV = {"HARNESS_DEVICE": "cpu"}
+
+    def test_failures_not_skips(self):
+        self.assertEqual(self.r.returncode, 1, self.r.describe())
+        self.assertNotIn("needs CUDA", self.r.output)
+        self.assertIn("Torch not compiled with CUDA enabled", self.r.section("FAIL: test_cuda_tensor"))
+        self.assertIn("pin_memory=True", self.r.section("ERROR: test_pinned_memory"))
+        self.assertIn("Torch not compiled with CUDA enabled", self.r.section("test_subtests"))
+        # a bare "nccl" becomes gloo on CPU (the README's rule); the body runs
+        self.assertIn("FIXTURE-NCCL-BODY-RAN", self.r.output)
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
+if __name__ == "__main__":
+    unittest.main()
