@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.errors import UsageError
 
-__all__ = ["Settings", "settings", "output_limit", "DEVICE_CHOICES", "ENV_CHANGED_CHOICES"]
+__all__ = ["Settings", "settings", "configure", "output_limit", "DEVICE_CHOICES", "ENV_CHANGED_CHOICES"]
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 ENV_CHANGED_CHOICES = ("warn", "fail", "off")
@@ -86,8 +86,40 @@ def _flag(name: str) -> bool:
     raise UsageError(f"{name}={raw!r} is not a flag; use 1 or 0")
 
 
+#: values set in this process over the environment's (the runner's command line: harness.config.configure)
+_overrides: dict[str, Any] = {}
+
+
+def configure(**values: Any) -> Settings:
+    """Set settings for this process over the ``HARNESS_*`` environment, and return the result.
+
+    The runner passes its command line this way instead of writing environment variables. Rank
+    processes receive the parent's settings when they start (harness.pool).
+
+    Example::
+
+        configure(device="cpu", timeout=60.0)
+    """
+    names = {f.name for f in dataclasses.fields(Settings)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise UsageError(f"configure(): unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    if "device" in values and values["device"] not in DEVICE_CHOICES:
+        raise UsageError(f"device={values['device']!r} is not one of {', '.join(DEVICE_CHOICES)}")
+    if "env_changed" in values and values["env_changed"] not in ENV_CHANGED_CHOICES:
+        raise UsageError(f"env_changed={values['env_changed']!r} is not one of {', '.join(ENV_CHANGED_CHOICES)}")
+    _overrides.update(values)
+    return settings()
+
+
 def settings() -> Settings:
-    """Read the ``HARNESS_*`` variables now (cheap; called where a value is needed, never at import)."""
+    """Read the ``HARNESS_*`` variables now (cheap; called where a value is needed, never at import),
+    with whatever :func:`configure` set in this process on top."""
+    base = _from_environment()
+    return dataclasses.replace(base, **_overrides) if _overrides else base
+
+
+def _from_environment() -> Settings:
     device = _get("HARNESS_DEVICE").lower()
     if device not in DEVICE_CHOICES:
         raise UsageError(

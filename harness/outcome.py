@@ -12,9 +12,11 @@ from typing import Any
 __all__ = ["RankResult", "SubtestOutcome", "Verdict", "capture_exception", "merge", "picklable", "sendable",
            "read_bounded", "bounded_output"]
 
-PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
-CRASHED, TIMEOUT, KILLED = "crashed", "timeout", "killed"
-BAD = (FAILED, ERROR, CRASHED, TIMEOUT, KILLED)
+from harness.status import Status
+
+PASSED, FAILED, ERROR, SKIPPED = Status.PASSED, Status.FAILED, Status.ERROR, Status.SKIPPED
+CRASHED, TIMEOUT, KILLED = Status.CRASHED, Status.TIMEOUT, Status.KILLED
+BAD = (FAILED, ERROR, CRASHED, TIMEOUT, KILLED)  # what a rank's result can be; harness.status.BAD adds the runner's
 
 # Messages a rank sees when a *peer* failed first: reported in one line, after the root cause.
 _PEER_EFFECT = re.compile(
