@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from harness.errors import UsageError
 
-__all__ = ["PROFILES", "load_profile", "is_hypothesis_test", "run_given"]
+__all__ = ["PROFILES", "profile_name", "choose_profile", "load_profile", "is_hypothesis_test", "run_given"]
 
 # name -> settings. ``ci`` is derandomized so two CI runs draw the same examples.
 PROFILES: dict[str, dict[str, Any]] = {
@@ -30,12 +30,29 @@ def _register() -> None:
                                   suppress_health_check=[HealthCheck.too_slow], **values)
 
 
+_chosen: str | None = None  # set by choose_profile (the runner's --hypothesis-profile)
+
+
+def profile_name() -> str:
+    """The profile this run uses: the runner's choice, else ``HYPOTHESIS_PROFILE``, else ``ci`` under
+    CI=true, else ``dev``. The one place that default is computed."""
+    return _chosen or os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+
+
+def choose_profile(name: str) -> None:
+    """Use profile ``name`` in this process (instead of setting HYPOTHESIS_PROFILE)."""
+    global _chosen
+    if name not in PROFILES:
+        raise UsageError(f"hypothesis profile {name!r} is not one of {', '.join(PROFILES)}")
+    _chosen = name
+
+
 def load_profile() -> str:
-    """Load ``HYPOTHESIS_PROFILE`` (default ``ci`` under CI=true, else ``dev``) once per process."""
+    """Load :func:`profile_name` once per process (again when it changed)."""
     global _loaded
     from hypothesis import settings
 
-    name = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+    name = profile_name()
     if name == _loaded:
         return name
     _register()
