@@ -207,7 +207,7 @@ def picklable(value: Any) -> Any:
         return repr(value)
 
 
-_HIDDEN_FILES = re.compile(r"[/\\](harness[/\\](rank|subtests|case|torchrun|assertions|main)\.py|"
+_HIDDEN_FILES = re.compile(r"[/\\](harness[/\\](rank|subtests|case|execution|torchrun|assertions|main)\.py|"
                            r"unittest[/\\](case|suite|runner|main)\.py|multiprocessing[/\\]\w+\.py)$")
 
 

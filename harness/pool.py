@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from harness.config import output_limit
+from harness.config import Settings, output_limit
 from harness.errors import HarnessError
 from harness.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
                              read_bounded, tidy_stack)
@@ -65,9 +65,13 @@ def _handle_sigterm() -> None:
 
 
 class RankPool:
-    """``world_size`` spawned processes that run test after test for one device type."""
+    """``world_size`` spawned processes that run test after test for one device type.
 
-    def __init__(self, world_size: int, device_type: str, threads: int, start_timeout: float):
+    The ranks get the parent's settings (``conf``, with whatever ``config.configure`` set) when they
+    start, rather than reading the environment again.
+    """
+
+    def __init__(self, world_size: int, device_type: str, threads: int, conf: Settings):
         self.world_size = world_size
         self.device_type = device_type
         self.dir = tempfile.mkdtemp(prefix=f"harness-w{world_size}-{device_type}-")
@@ -85,7 +89,7 @@ class RankPool:
             for rank in range(world_size):
                 parent_end, child_end = ctx.Pipe(duplex=True)
                 proc = ctx.Process(target=worker_main, name=f"harness-rank{rank}",
-                                   args=(child_end, rank, world_size, device_type, self.dir, threads, os.getpid()))
+                                   args=(child_end, rank, world_size, device_type, self.dir, threads, os.getpid(), conf))
                 proc.start()
                 child_end.close()
                 self.conns.append(parent_end)
@@ -101,7 +105,7 @@ class RankPool:
                 else:
                     os.environ[k] = v
         try:
-            self._await_ready(start_timeout)
+            self._await_ready(conf.start_timeout)
         except BaseException:  # an interrupt while starting: leave no process and no directory behind
             self.broken = True
             self.close()
@@ -329,12 +333,13 @@ def _size(path: str) -> int:
         return 0
 
 
-def get_pool(world_size: int, device_type: str, threads: int, start_timeout: float) -> RankPool:
+def get_pool(world_size: int, device_type: str, threads: int, conf: Settings) -> RankPool:
+    """The running pool for this world, or a new one (whose ranks get ``conf``)."""
     key = (world_size, device_type)
     pool = _POOLS.get(key)
     if pool is None or pool.broken:
         _handle_sigterm()
-        pool = RankPool(world_size, device_type, threads, start_timeout)
+        pool = RankPool(world_size, device_type, threads, conf)
         _POOLS[key] = pool
     return pool
 

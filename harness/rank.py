@@ -16,7 +16,7 @@ import unittest
 from typing import Any
 
 from harness import isolation, subtests
-from harness.config import output_limit
+from harness.config import Settings, configure, output_limit
 from harness.outcome import (ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable,
                              read_bounded, sendable)
 
@@ -353,8 +353,13 @@ def _watch_parent(parent_pid: int, pool_dir: str) -> None:
 
 
 def worker_main(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: str, threads: int,
-                parent_pid: int) -> None:
-    """Entry point of a spawned rank process; serves tasks until the parent sends None or goes away."""
+                parent_pid: int, conf: Settings | None = None) -> None:
+    """Entry point of a spawned rank process; serves tasks until the parent sends None or goes away.
+
+    ``conf``: the parent's settings, in force here whatever the environment says (harness.config.configure).
+    """
+    if conf is not None:
+        configure(**dataclasses.asdict(conf))
     # Ctrl-C reaches every process of the terminal's group: the parent decides (it marks the test
     # interrupted and stops the ranks), so a rank never turns it into a test failure of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -11,6 +11,7 @@ the job; a rank that dies makes torchrun stop the job, and rank 0 says which tes
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import faulthandler
 import os
 import pickle
@@ -23,7 +24,14 @@ import time
 import unittest
 from typing import Any
 
-from harness.outcome import TIMEOUT, RankResult, tidy_stack
+from harness.comms import Placement, ProcessGroupKeeper
+from harness.config import settings
+from harness.decorators import gpus_needed, markers
+from harness.errors import RankError
+from harness.execution import TestRun, drive
+from harness.hypothesis_support import is_hypothesis_test
+from harness.outcome import TIMEOUT, RankResult, merge, tidy_stack
+from harness.rank import RankContext, Task, execute, write_to_real_stderr
 
 __all__ = ["launched", "launched_rank", "run_as_launched_rank", "main_module_entry", "report_stream"]
 
@@ -56,9 +64,6 @@ class _Job:
         import torch
         import torch.distributed as dist
 
-        from harness.comms import ProcessGroupKeeper
-        from harness.config import settings
-        from harness.rank import RankContext
 
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
@@ -102,8 +107,6 @@ class _Job:
 
     def run(self, test: Any, test_id: str, timeout: float, grace: float, kwargs: dict | None,
             temp_dir_wanted: bool) -> list[RankResult]:
-        from harness.config import settings
-        from harness.rank import Task, execute
 
         self.seq += 1
         prefix = f"t{self.seq}"
@@ -182,12 +185,8 @@ class _Job:
             self.store.set(f"{cur['prefix']}/result/{self.rank}", pickle.dumps(result))
             if self.rank == 0:
                 # The main thread is stuck, so report from here, then end the job.
-                from harness.outcome import merge
-
                 results = self._collect(cur["prefix"], cur["grace"] + 5)
                 verdict = merge(cur["test_id"], results, self.world_size, f"{self.device_type} (torchrun)")
-                from harness.rank import write_to_real_stderr
-
                 write_to_real_stderr(f"\nERROR: {cur['test_id']}\n{verdict.text}\n\nharness: ending the job "
                                      "(a hung rank cannot run another test)\n")
                 self._set_done()
@@ -243,8 +242,6 @@ class _Job:
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         """torchrun stops every rank when one dies: say which test that was, then go at once (raising
         would only let unittest record an error and start the next test on a world that is gone)."""
-        from harness.rank import write_to_real_stderr
-
         active = self.active
         if active is not None:
             prefix, test_id = active
@@ -273,38 +270,20 @@ def _get_job() -> _Job:
     return _job
 
 
-class _LaunchedRun:
-    """What the case's reporting needs to know about a test run under torchrun."""
+class _LaunchedRun(TestRun):
+    """A test run under torchrun: the launched world is "a machine with enough GPUs", unless the test
+    names its own number."""
 
     def __init__(self, test: Any, job: _Job) -> None:
-        from harness import report
-        from harness.case import _world_size
-        from harness.comms import Placement
-        from harness.config import settings
-
-        self.test_id = report.short_id(test)
-        self.fn = getattr(type(test), test._testMethodName)
-        self.conf = settings()
-        from harness.decorators import gpus_needed
-
-        # "A machine with enough GPUs" is the launched world, unless the test names its own number.
-        self.world_size, note = _world_size(test, self.test_id, gpus_needed(type(test), self.fn) or job.world_size)
+        fn = getattr(type(test), test._testMethodName)
+        super().__init__(test, gpus_needed(type(test), fn) or job.world_size)
         self.placement = Placement(job.device_type, job.world_size,
-                                   "launched by torchrun" + (f"; {note}" if note else ""))
-        self.fallback = self.conf.device == "auto" and job.device_type == "cpu"
-        self.module_file = getattr(sys.modules.get(type(test).__module__), "__file__", None)
-        self.timeout = self.conf.timeout_for(getattr(test, "timeout", None), self.test_id)
-        self.examples = 0
+                                   "launched by torchrun" + (f"; {self.world_note}" if self.world_note else ""))
 
 
 def run_as_launched_rank(test: Any) -> None:
     """The test body of ``MultiProcessTestCase.run`` when this process is a torchrun rank."""
     __tracebackhide__ = True
-    from harness import report
-    from harness.case import drive
-    from harness.decorators import markers
-    from harness.hypothesis_support import is_hypothesis_test
-
     job = _get_job()
     run = _LaunchedRun(test, job)
     if job.poisoned:
@@ -316,7 +295,6 @@ def run_as_launched_rank(test: Any) -> None:
                                 f"(run it with --nnodes x --nproc-per-node = {run.world_size})")
     run.conf = run.conf if job.rank == 0 else _quiet(run.conf)
     wants_temp = bool(markers(run.fn)["temp_dir"])
-    started = time.monotonic()
 
     def once(kwargs: dict | None) -> list[RankResult]:
         run.examples += 1
@@ -329,14 +307,10 @@ def run_as_launched_rank(test: Any) -> None:
             _share_hypothesis_seed(job, run.fn)
         drive(test, run, once)
     finally:
-        report.record(report.TestRecord(run.test_id, run.world_size, run.placement.label if run.examples else "",
-                                        run.placement.reason, time.monotonic() - started, [os.getpid()], True,
-                                        run.examples))
+        run.record([os.getpid()], True)
 
 
 def _quiet(conf: Any) -> Any:
-    import dataclasses
-
     return dataclasses.replace(conf, show_output=False)
 
 
@@ -359,8 +333,6 @@ def _same_example(job: _Job, kwargs: dict, test_id: str) -> dict:
         return kwargs
     theirs = pickle.loads(job.store.get(key))
     if repr(theirs) != repr(kwargs):
-        from harness.errors import RankError
-
         raise RankError(f"{test_id} [rank {job.rank}/{job.world_size}]: hypothesis drew {kwargs!r} here but "
                         f"{theirs!r} on rank 0; a strategy that depends on the rank cannot be used under torchrun")
     return theirs
