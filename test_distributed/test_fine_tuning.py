@@ -42,7 +42,10 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
 from harness import DTensorTestBase, run_tests, with_comms, with_temp_dir
-from harness.models import DCP_DIM, FineTuningModel, PreTrainedModel
+try:
+    from test_distributed.models import DCP_DIM, FineTuningModel, PreTrainedModel
+except ModuleNotFoundError:  # run as a script (python test_distributed/test_fine_tuning.py): this folder is sys.path[0]
+    from models import DCP_DIM, FineTuningModel, PreTrainedModel
 
 STEPS = 3  # optimizer steps per training phase, as upstream
 BATCH = 8

@@ -47,7 +47,10 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
 from harness import FSDPTest, run_tests, with_temp_dir
-from harness.models import CompositeParamModel, TransformerWithSharedParams, UnitModule, zero_model
+try:
+    from test_distributed.models import CompositeParamModel, TransformerWithSharedParams, UnitModule, zero_model
+except ModuleNotFoundError:  # run as a script (python test_distributed/test_fully_shard_checkpoint.py): this folder is sys.path[0]
+    from models import CompositeParamModel, TransformerWithSharedParams, UnitModule, zero_model
 
 SEEDS = st.integers(0, 2**31 - 1)
 

@@ -38,7 +38,10 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
 from harness import FSDPTest, run_tests, with_temp_dir
-from harness.models import DCP_DIM, PipelineModel
+try:
+    from test_distributed.models import DCP_DIM, PipelineModel
+except ModuleNotFoundError:  # run as a script (python test_distributed/test_pipeline.py): this folder is sys.path[0]
+    from models import DCP_DIM, PipelineModel
 
 STEPS = 2  # Adam steps per stage before saving; 2, not 1, so a loaded step differs from a fresh one
 BATCH = 8
