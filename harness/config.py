@@ -1,46 +1,111 @@
-"""One frozen settings object, built from the ``HARNESS_*`` environment variables when needed."""
+"""One frozen settings object, built from the ``HARNESS_*`` environment variables when needed.
+
+Every setting is defined once, in :data:`VARIABLES`: its variable, default, allowed values, meaning
+and the :class:`Settings` field it feeds. Parsing, :func:`configure`'s checks, the runner's
+``--help``, ``tools/env_report.py`` and the README's table (checked by ``tests/unit``) all follow it.
+"""
 from __future__ import annotations
 
 import dataclasses
 import datetime
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.errors import UsageError
 
-__all__ = ["Settings", "settings", "configure", "output_limit", "DEVICE_CHOICES", "ENV_CHANGED_CHOICES"]
+__all__ = ["Variable", "VARIABLES", "Settings", "settings", "configure", "output_limit", "variables",
+           "DEVICE_CHOICES", "ENV_CHANGED_CHOICES", "DEFAULT_TIMEOUT"]
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 ENV_CHANGED_CHOICES = ("warn", "fail", "off")
+DEFAULT_TIMEOUT = 300.0
 
-# name -> (default, one-line meaning); the README's table says the same for users.
-VARIABLES: dict[str, tuple[str, str]] = {
-    "HARNESS_DEVICE": ("auto", "auto | cpu | cuda: where tests run (auto: CUDA/NCCL when there are enough GPUs, else CPU/gloo)"),
-    "HARNESS_TIMEOUT": ("", "seconds one test may run before its ranks' stacks are dumped and they are killed (overrides a class's `timeout`; default 300)"),
-    "HARNESS_REUSE": ("1", "1: rank processes serve test after test; 0: fresh processes for every test, as upstream"),
-    "HARNESS_THREADS": ("", "intra-op threads per rank (default: cores // world size, at least 1)"),
-    "HARNESS_SEED": ("1234", "the seed every rank is given before each test"),
-    "HARNESS_PEER_GRACE": ("5", "seconds the other ranks get to finish after one rank fails or dies, before their stacks are dumped and they are killed"),
-    "HARNESS_START_TIMEOUT": ("120", "seconds a new rank process may take to start and import"),
-    "HARNESS_SHOW_OUTPUT": ("1", "1: print what each rank printed, as a [rank N] block, after each test; 0: only in failure reports"),
-    "HARNESS_OUTPUT_LIMIT": ("65536", "bytes of one rank's output kept per test: the first and last half, the cut said between them"),
-    "HARNESS_ENV_CHANGED": ("warn", "warn | fail | off: the ranks put back the process state after each test; a test that leaves what cannot be put back (a replaced torch function, a thread, a child process) gets fresh ranks after it and is named at the end of the run (warn), or also fails (fail); off: nothing is recorded or restored"),
+
+class Variable(NamedTuple):
+    """One ``HARNESS_*`` setting. ``VARIABLES[name][0]`` is its default and ``[1]`` its meaning."""
+
+    default: str  # as the environment would give it; "" = unset (see ``unset``)
+    meaning: str  # one line, for --help and reports (the README says more)
+    field: str  # the Settings field it feeds
+    kind: str  # "choice", "flag", "int" or "float"
+    choices: tuple[str, ...] = ()  # kind "choice": the allowed values
+    minimum: float | None = None  # kinds "int" and "float"
+    unset: str = ""  # default "": what leaving it unset means (the field is then None)
+
+    @property
+    def shown_default(self) -> str:
+        """The default as the README and --help show it: the value, or what unset means."""
+        return f"`{self.default}`" if self.default else self.unset
+
+    @property
+    def allowed(self) -> str:
+        """The values it takes, in words: "auto | cpu | cuda", "1 or 0", "an int >= 1"."""
+        if self.kind == "choice":
+            return " | ".join(self.choices)
+        if self.kind == "flag":
+            return "1 or 0"
+        return f"{'an' if self.kind == 'int' else 'a'} {self.kind} >= {self.minimum:g}"
+
+
+VARIABLES: dict[str, Variable] = {
+    "HARNESS_DEVICE": Variable(
+        "auto", "where tests run: auto (CUDA/NCCL when there are enough GPUs, else CPU/gloo), cpu or cuda",
+        "device", "choice", choices=DEVICE_CHOICES),
+    "HARNESS_TIMEOUT": Variable(
+        "", "seconds one test may run before its ranks' stacks are dumped and they are killed (overrides a "
+        "class's `timeout`)", "timeout", "float", minimum=0.1, unset=f"class `timeout`, else {DEFAULT_TIMEOUT:g}"),
+    "HARNESS_REUSE": Variable(
+        "1", "1: rank processes serve test after test; 0: fresh processes for every test, as upstream",
+        "reuse", "flag"),
+    "HARNESS_THREADS": Variable(
+        "", "intra-op threads per rank", "threads", "int", minimum=1, unset="cores // world size"),
+    "HARNESS_SEED": Variable(
+        "1234", "the seed every rank is given before each test", "seed", "int", minimum=0),
+    "HARNESS_PEER_GRACE": Variable(
+        "5", "seconds the other ranks get to finish after one rank fails or dies, before their stacks are dumped "
+        "and they are killed", "peer_grace", "float", minimum=0),
+    "HARNESS_START_TIMEOUT": Variable(
+        "120", "seconds a new rank process may take to start and import", "start_timeout", "float", minimum=1),
+    "HARNESS_SHOW_OUTPUT": Variable(
+        "1", "1: print what each rank printed, as a [rank N] block, after each test; 0: only in failure reports",
+        "show_output", "flag"),
+    "HARNESS_OUTPUT_LIMIT": Variable(
+        "65536", "bytes of one rank's output kept per test: the first and last half, the cut said between them",
+        "output_limit", "int", minimum=1024),
+    "HARNESS_ENV_CHANGED": Variable(
+        "warn", "the ranks put back the process state after each test; a test that leaves what cannot be put back "
+        "(a replaced torch function, a thread, a child process) gets fresh ranks after it and is named at the end "
+        "of the run (warn), or also fails (fail); off: nothing is recorded or restored",
+        "env_changed", "choice", choices=ENV_CHANGED_CHOICES),
 }
 
-DEFAULT_TIMEOUT = 300.0
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def variables() -> list[tuple[str, str, str]]:
+    """(name, default as shown, meaning) of every setting, for help texts.
+
+    Example::
+
+        for name, default, meaning in variables():
+            print(f"{name} (default {default}): {meaning}")
+    """
+    return [(name, var.shown_default, var.meaning) for name, var in VARIABLES.items()]
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    device: str
-    timeout: float | None  # None: not set in the environment; the class or DEFAULT_TIMEOUT decides
+    """The settings in force; each field is fed by one entry of :data:`VARIABLES`."""
+
+    device: str  # one of DEVICE_CHOICES
+    timeout: float | None  # None: not set; the class or DEFAULT_TIMEOUT decides
     reuse: bool
-    threads: int | None
+    threads: int | None  # None: not set; cores // world size
     seed: int
     peer_grace: float
     start_timeout: float
     show_output: bool
-    env_changed: str  # "warn", "fail" or "off" (harness.isolation)
+    env_changed: str  # one of ENV_CHANGED_CHOICES (harness.isolation)
     output_limit: int = 65536
 
     def timeout_for(self, class_timeout: Any, test_id: str = "") -> float:
@@ -60,31 +125,58 @@ class Settings:
         return float(class_timeout)
 
 
-def _get(name: str) -> str:
-    return os.environ.get(name, VARIABLES[name][0]).strip()
+def parse(name: str, raw: str) -> Any:
+    """The value of setting ``name`` given as the text ``raw``; a bad value raises a UsageError naming both.
 
+    Example::
 
-def _number(name: str, kind: type, minimum: float) -> float | int | None:
-    raw = _get(name)
-    if raw == "":
+        parse("HARNESS_TIMEOUT", "60")    # 60.0
+        parse("HARNESS_TIMEOUT", "")      # None: the class's timeout, else 300
+    """
+    var = VARIABLES[name]
+    text = raw.strip()
+    unset = f"unset it for the default ({var.default})" if var.default else "unset it"
+    if var.kind == "choice":
+        if text.lower() not in var.choices:
+            raise UsageError(f"{name}={raw!r} is not one of {', '.join(var.choices)}; set one of them or {unset}")
+        return text.lower()
+    if var.kind == "flag":
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise UsageError(f"{name}={raw!r} is not a flag; use 1 or 0, or {unset}")
+    if text == "" and not var.default:
         return None
+    kind = int if var.kind == "int" else float
     try:
-        value = kind(raw)
+        value = kind(text)
     except ValueError:
-        raise UsageError(f"{name}={raw!r} is not a number; set it to a {kind.__name__} >= {minimum} or unset it") from None
-    if value < minimum:
-        raise UsageError(f"{name}={raw!r} must be >= {minimum}")
+        raise UsageError(f"{name}={raw!r} is not a number; set it to {var.allowed} or {unset}") from None
+    if var.minimum is not None and value < var.minimum:
+        raise UsageError(f"{name}={raw!r} is too small; set it to {var.allowed} or {unset}")
     return value
 
 
-def _flag(name: str) -> bool:
-    raw = _get(name).lower()
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise UsageError(f"{name}={raw!r} is not a flag; use 1 or 0")
+def _check(name: str, value: Any) -> None:
+    """A value given to :func:`configure` for setting ``name``: what the environment could give, or an error."""
+    var = VARIABLES[name]
+    given = f"configure({var.field}={value!r}) ({name})"
+    if var.kind == "choice" and value not in var.choices:
+        raise UsageError(f"{given}: not one of {', '.join(var.choices)}")
+    if var.kind == "flag" and not isinstance(value, bool):
+        raise UsageError(f"{given}: give True or False")
+    if var.kind in ("int", "float"):
+        if value is None and not var.default:
+            return
+        number = (int,) if var.kind == "int" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, number):
+            raise UsageError(f"{given}: give {var.allowed}" + ("" if var.default else ", or None for the default"))
+        if var.minimum is not None and value < var.minimum:
+            raise UsageError(f"{given}: give {var.allowed}")
 
+
+_BY_FIELD = {var.field: name for name, var in VARIABLES.items()}
 
 #: values set in this process over the environment's (the runner's command line: harness.config.configure)
 _overrides: dict[str, Any] = {}
@@ -100,14 +192,11 @@ def configure(**values: Any) -> Settings:
 
         configure(device="cpu", timeout=60.0)
     """
-    names = {f.name for f in dataclasses.fields(Settings)}
-    unknown = sorted(set(values) - names)
+    unknown = sorted(set(values) - set(_BY_FIELD))
     if unknown:
-        raise UsageError(f"configure(): unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
-    if "device" in values and values["device"] not in DEVICE_CHOICES:
-        raise UsageError(f"device={values['device']!r} is not one of {', '.join(DEVICE_CHOICES)}")
-    if "env_changed" in values and values["env_changed"] not in ENV_CHANGED_CHOICES:
-        raise UsageError(f"env_changed={values['env_changed']!r} is not one of {', '.join(ENV_CHANGED_CHOICES)}")
+        raise UsageError(f"configure(): unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_BY_FIELD))}")
+    for field, value in values.items():
+        _check(_BY_FIELD[field], value)
     _overrides.update(values)
     return settings()
 
@@ -115,36 +204,9 @@ def configure(**values: Any) -> Settings:
 def settings() -> Settings:
     """Read the ``HARNESS_*`` variables now (cheap; called where a value is needed, never at import),
     with whatever :func:`configure` set in this process on top."""
-    base = _from_environment()
-    return dataclasses.replace(base, **_overrides) if _overrides else base
-
-
-def _from_environment() -> Settings:
-    device = _get("HARNESS_DEVICE").lower()
-    if device not in DEVICE_CHOICES:
-        raise UsageError(
-            f"HARNESS_DEVICE={os.environ.get('HARNESS_DEVICE')!r} is not one of {', '.join(DEVICE_CHOICES)}; "
-            "use auto (GPUs when there are enough, else CPU), cpu or cuda"
-        )
-    env_changed = _get("HARNESS_ENV_CHANGED").lower()
-    if env_changed not in ENV_CHANGED_CHOICES:
-        raise UsageError(
-            f"HARNESS_ENV_CHANGED={os.environ.get('HARNESS_ENV_CHANGED')!r} is not one of "
-            f"{', '.join(ENV_CHANGED_CHOICES)}; use warn (report tests that alter the process), fail (they fail) "
-            "or off (restore nothing)"
-        )
-    return Settings(
-        device=device,
-        timeout=_number("HARNESS_TIMEOUT", float, 0.1),
-        reuse=_flag("HARNESS_REUSE"),
-        threads=_number("HARNESS_THREADS", int, 1),
-        seed=int(_number("HARNESS_SEED", int, 0)),
-        peer_grace=float(_number("HARNESS_PEER_GRACE", float, 0)),
-        start_timeout=float(_number("HARNESS_START_TIMEOUT", float, 1)),
-        show_output=_flag("HARNESS_SHOW_OUTPUT"),
-        output_limit=int(_number("HARNESS_OUTPUT_LIMIT", int, 1024)),
-        env_changed=env_changed,
-    )
+    values = {var.field: parse(name, os.environ.get(name, var.default)) for name, var in VARIABLES.items()
+              if var.field not in _overrides}
+    return Settings(**values, **_overrides)
 
 
 def output_limit() -> int:
@@ -153,4 +215,4 @@ def output_limit() -> int:
     try:
         return settings().output_limit
     except UsageError:
-        return int(VARIABLES["HARNESS_OUTPUT_LIMIT"][0])
+        return int(VARIABLES["HARNESS_OUTPUT_LIMIT"].default)

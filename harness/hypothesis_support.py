@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from harness.errors import UsageError
 
-__all__ = ["PROFILES", "profile_name", "choose_profile", "load_profile", "is_hypothesis_test", "run_given"]
+__all__ = ["PROFILES", "profile_choice", "profile_name", "choose_profile", "load_profile", "is_hypothesis_test", "run_given"]
 
 # name -> settings. ``ci`` is derandomized so two CI runs draw the same examples.
 PROFILES: dict[str, dict[str, Any]] = {
@@ -33,10 +33,26 @@ def _register() -> None:
 _chosen: str | None = None  # set by choose_profile (the runner's --hypothesis-profile)
 
 
+def profile_choice() -> tuple[str, str]:
+    """(profile, why): the runner's choice, else ``HYPOTHESIS_PROFILE``, else ``ci`` under CI=true, else
+    ``dev``. The one place that default is computed.
+
+    Example::
+
+        profile_choice()    # ("dev", "the default") on a developer's machine
+    """
+    if _chosen:
+        return _chosen, "the runner's --hypothesis-profile"
+    if os.environ.get("HYPOTHESIS_PROFILE"):
+        return os.environ["HYPOTHESIS_PROFILE"], "HYPOTHESIS_PROFILE"
+    if os.environ.get("CI"):
+        return "ci", "CI is set"
+    return "dev", "the default"
+
+
 def profile_name() -> str:
-    """The profile this run uses: the runner's choice, else ``HYPOTHESIS_PROFILE``, else ``ci`` under
-    CI=true, else ``dev``. The one place that default is computed."""
-    return _chosen or os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+    """The profile this run uses (see :func:`profile_choice`)."""
+    return profile_choice()[0]
 
 
 def choose_profile(name: str) -> None:

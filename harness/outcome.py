@@ -142,18 +142,18 @@ def sendable(result: RankResult) -> RankResult:
         return result
     except Exception as exc:
         why = f"{type(exc).__name__}: {exc}"
-    subs = [SubtestOutcome({_plain(k): _plain(v) for k, v in s.params.items()}, _plain(s.status), _plain(s.exc_type),
-                           _plain(s.message), _plain(s.traceback)) for s in result.subtests]
-    copy = RankResult(rank=int(result.rank), status=_plain(result.status), exc_type=_plain(result.exc_type),
-                      message=_plain(result.message), traceback=_plain(result.traceback), subtests=subs,
-                      output=_plain(result.output), duration=float(result.duration), stack=_plain(result.stack))
-    for name in ("altered",):  # fields other parts of the harness may add
-        if hasattr(result, name):
-            try:
-                setattr(copy, name, [_plain(x) for x in getattr(result, name)])
-            except Exception:
-                pass
     try:
+        subs = [SubtestOutcome({_plain(k): _plain(v) for k, v in s.params.items()}, _plain(s.status),
+                               _plain(s.exc_type), _plain(s.message), _plain(s.traceback)) for s in result.subtests]
+        copy = RankResult(rank=int(result.rank), status=_plain(result.status), exc_type=_plain(result.exc_type),
+                          message=_plain(result.message), traceback=_plain(result.traceback), subtests=subs,
+                          output=_plain(result.output), duration=float(result.duration), stack=_plain(result.stack))
+        for name in ("altered",):  # fields other parts of the harness may add
+            if hasattr(result, name):
+                try:
+                    setattr(copy, name, [_plain(x) for x in getattr(result, name)])
+                except Exception:
+                    pass
         pickle.dumps(copy)
         return copy
     except Exception:

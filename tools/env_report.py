@@ -69,10 +69,12 @@ def gather(world_sizes: list[int], collect_env: bool) -> dict[str, Any]:
 
     from harness.comms import choose_placement
     from harness.config import VARIABLES, settings
+    from harness.hypothesis_support import profile_choice
 
     facts["harness_env"] = {name: os.environ.get(name) for name in VARIABLES}
-    facts["hypothesis_profile"] = os.environ.get("HYPOTHESIS_PROFILE") or ("ci (CI is set)" if os.environ.get("CI")
-                                                                             else "dev (default)")
+    facts["harness_defaults"] = {name: var.shown_default.replace("`", "") for name, var in VARIABLES.items()}
+    profile, why = profile_choice()
+    facts["hypothesis_profile"] = f"{profile} ({why})"
     try:
         conf = settings()
         facts["harness_settings"] = {k: getattr(conf, k) for k in conf.__dataclass_fields__}
@@ -125,9 +127,11 @@ def render(facts: dict[str, Any]) -> str:
         lines.append(f"  cuda:{g['index']}  {g['name']}  {g['memory_gib']} GiB  sm {g['capability']}")
     lines += ["packages:             " + ", ".join(f"{k} {v}" for k, v in facts.get("packages", {}).items()),
               "```", "", "### What the harness would do", "", "```"]
-    set_vars = {k: v for k, v in facts["harness_env"].items() if v is not None}
-    lines.append("HARNESS_* set:        " + (", ".join(f"{k}={v}" for k, v in set_vars.items()) or "none (defaults)"))
-    lines.append(f"HYPOTHESIS_PROFILE:   {facts['hypothesis_profile']}")
+    width = max(map(len, facts["harness_env"]), default=0)
+    for name, value in facts["harness_env"].items():  # every HARNESS_* variable harness.config knows
+        shown = f"{value}  (set)" if value is not None else f"{facts['harness_defaults'][name]}  (default)"
+        lines.append(f"{name:<{width}}  {shown}")
+    lines.append(f"{'HYPOTHESIS_PROFILE':<{width}}  {facts['hypothesis_profile']}")
     hs = facts["harness_settings"]
     if isinstance(hs, dict):
         lines.append("settings:             " + ", ".join(f"{k}={v}" for k, v in hs.items()))
