@@ -9,7 +9,8 @@ from typing import Any
 from harness.outcome import RankResult, prefixed
 
 __all__ = ["TestRecord", "records", "record", "print_rank_output", "short_id", "note_fallback", "fallbacks",
-           "note_altered", "altered", "altered_lines", "note_needs_cuda", "needs_cuda", "needs_cuda_line"]
+           "note_altered", "altered", "altered_lines", "note_needs_cuda", "needs_cuda", "needs_cuda_line",
+           "fallback_lines", "end_of_run_lines", "clear_end_of_run"]
 
 
 @dataclasses.dataclass
@@ -63,16 +64,24 @@ def note_fallback(reason: str, test_id: str) -> None:
     fallbacks.setdefault(reason, []).append(test_id)
 
 
+def fallback_lines() -> list[str]:
+    """One line per reason that tests ran on CPU instead of GPUs, naming the tests."""
+    lines = []
+    for reason, tests in fallbacks.items():
+        shown = ", ".join(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
+        why = reason.removesuffix(": ran on CPU/gloo")
+        lines.append(f"{len(tests)} test(s) ran on CPU/gloo, not GPUs ({why}): {shown}; "
+                     "HARNESS_DEVICE=cuda would skip them instead")
+    return lines
+
+
 def _say_fallbacks() -> None:
     """At the end of a unittest or pytest run: which tests ran on CPU instead of GPUs, and why.
 
     A runner that shows each test's placement itself (run_tests.py) clears ``fallbacks`` first.
     """
-    for reason, tests in fallbacks.items():
-        shown = ", ".join(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
-        why = reason.removesuffix(": ran on CPU/gloo")
-        sys.stderr.write(f"harness: {len(tests)} test(s) ran on CPU/gloo, not GPUs ({why}): {shown}; "
-                         "HARNESS_DEVICE=cuda would skip them instead\n")
+    for line in fallback_lines():
+        sys.stderr.write(f"harness: {line}\n")
     fallbacks.clear()
 
 
@@ -94,11 +103,14 @@ def altered_lines() -> list[str]:
     return [f"{test_id} altered the process: {'; '.join(changes)}; ranks restarted" for test_id, changes in altered]
 
 
+_ALTERED_HINT = " (HARNESS_ENV_CHANGED=fail makes it a failure)"
+
+
 def _say_altered() -> None:
     """At the end of a unittest or pytest run, as regrtest's "env changed" (run_tests.py clears ``altered``
     and prints the same lines in its summary)."""
     for line in altered_lines():
-        sys.stderr.write(f"harness: {line} (HARNESS_ENV_CHANGED=fail makes it a failure)\n")
+        sys.stderr.write(f"harness: {line}{_ALTERED_HINT}\n")
     altered.clear()
 
 
@@ -130,3 +142,16 @@ def _say_needs_cuda() -> None:
     if line:
         sys.stderr.write(f"harness: {line}\n")
     needs_cuda.clear()
+
+
+def end_of_run_lines() -> list[str]:
+    """What a unittest run ends with on stderr, for a runner that prints it in its own summary (the pytest
+    plugin); :func:`clear_end_of_run` then keeps it from being printed again at exit."""
+    lines = fallback_lines() + ([needs_cuda_line()] if needs_cuda else [])
+    return lines + [line + _ALTERED_HINT for line in altered_lines()]
+
+
+def clear_end_of_run() -> None:
+    fallbacks.clear()
+    needs_cuda.clear()
+    altered.clear()

@@ -24,6 +24,9 @@ FIXTURES = os.path.join(REPO, "tests", "fixtures")
 TOKEN_VAR = "DISTHARNESS_SUITE_TOKEN"
 # A generous bound for one fixture run on a loaded 2-core machine; never a timing assertion.
 RUN_TIMEOUT = 300
+# pytest runs with the harness's plugin loaded once, as an installed package has it (entry point
+# "distharness"), whether or not this checkout is installed: the entry point off, the module on.
+PYTEST_PLUGIN = ["-p", "no:distharness", "-p", "harness.pytest_plugin"]
 
 
 def fixture_line(module: str, marker: str) -> int:
@@ -144,7 +147,7 @@ def start_fixture(args: list[str], env: dict[str, str] | None = None, runner: st
     full_env = dict(base_env() if env is None else env)
     full_env[TOKEN_VAR] = token
     full_env["TMPDIR"] = tmpdir
-    cmd = [sys.executable, "-m", runner, *args]
+    cmd = [sys.executable, "-m", runner, *(PYTEST_PLUGIN if runner == "pytest" else []), *args]
     proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     return proc, token, tmpdir

@@ -1,0 +1,115 @@
+"""The pytest plugin (entry point ``pytest11``): a rank's failure reads as its report, and each test says where it ran.
+
+Installed with the package, pytest loads it by itself (``-p no:distharness`` turns it off). For a
+harness test it
+
+- shows a failure that came from the ranks (``RankFailure``/``RankError``) as the harness's report,
+  which already carries the failing rank's own traceback, instead of the parent's harness and
+  unittest frames above it (``--tb=native`` keeps pytest's rendering; ``--tb=line`` and ``no`` are
+  pytest's as ever);
+- records where the test ran in ``item.user_properties`` (``harness_placement``,
+  ``harness_world_size``, ``harness_reason``, ``harness_examples``), which ``--junit-xml`` writes as
+  properties, and as a ``harness`` section of the report (shown with a failure, and with ``-rP``);
+- ends the run with a ``distharness`` section: the tests per placement and world size, then what a
+  unittest run prints at exit (tests on CPU for want of GPUs, tests that need CUDA, tests that left
+  the process altered).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Generator
+
+import pytest
+
+from harness import report
+from harness.errors import RankError, RankFailure
+
+__all__ = ["RankReport"]
+
+_RECORDS = pytest.StashKey[list]()
+
+
+@dataclasses.dataclass
+class _Crash:
+    """Where a failure is reported and its first line (what pytest's one-line summaries read)."""
+
+    path: str
+    lineno: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.lineno}: {self.message}"
+
+
+class RankReport:
+    """A failure's ``longrepr``: the harness's text (root-cause rank first, its traceback, the other ranks),
+    then any notes (hypothesis's failing example)."""
+
+    def __init__(self, text: str, crash: _Crash) -> None:
+        self.text = text
+        self.reprcrash = crash
+
+    def toterminal(self, tw: Any) -> None:
+        first, _, rest = self.text.partition("\n")
+        tw.line(first, red=True, bold=True)
+        if rest:
+            tw.line(rest)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _rank_report(item: pytest.Item, error: BaseException) -> RankReport:
+    notes = [str(n) for n in getattr(error, "__notes__", ())]
+    text = "\n\n".join([str(error).rstrip(), *notes])
+    path, lineno, _ = item.location
+    first = text.split("\n", 1)[0]
+    return RankReport(text, _Crash(path, (lineno or 0) + 1, f"{type(error).__name__}: {first}"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    """Note the records (harness.report) the test leaves while it runs: one per harness test."""
+    before = len(report.records)
+    try:
+        return (yield)
+    finally:
+        records = report.records[before:]
+        if records:
+            item.stash[_RECORDS] = records
+            rec = records[-1]
+            item.user_properties.extend([("harness_placement", rec.placement or "not run"),
+                                         ("harness_world_size", rec.world_size),
+                                         ("harness_reason", rec.reason)])
+            if rec.examples > 1:
+                item.user_properties.append(("harness_examples", rec.examples))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    rep = yield
+    error = call.excinfo.value if call.excinfo is not None else None
+    if rep.failed and isinstance(error, (RankFailure, RankError)) and item.config.option.tbstyle in ("auto", "long",
+                                                                                                   "short"):
+        rep.longrepr = _rank_report(item, error)
+    records = item.stash.get(_RECORDS, None)
+    if call.when == "call" and records:
+        rec = records[-1]
+        where = f"ran on {rec.placement}" if rec.placement else "did not run on ranks"
+        rep.sections.append(("harness", f"{where}, world size {rec.world_size}: {rec.reason}"))
+    return rep
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    places = collections.Counter((rec.placement, rec.world_size) for rec in report.records if rec.placement)
+    lines = []
+    if places:
+        shown = ", ".join(f"{count} on {place} with world size {ws}" for (place, ws), count in sorted(places.items()))
+        lines.append(f"tests on ranks: {shown}")
+    lines += report.end_of_run_lines()
+    report.clear_end_of_run()  # said here, not again at exit
+    if lines:
+        terminalreporter.write_sep("=", "distharness")
+        for line in lines:
+            terminalreporter.write_line(f"harness: {line}")
