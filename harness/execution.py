@@ -101,11 +101,11 @@ class TestRun:
     __test__ = False  # not a test class, whatever pytest's name rules say
     placement: Placement
 
-    def __init__(self, test: unittest.TestCase, gpus_for_world: int, conf: Settings | None = None) -> None:
+    def __init__(self, test: unittest.TestCase, gpus_for_world: int) -> None:
         self.test = test
         self.test_id = report.short_id(test)
         self.fn = getattr(type(test), test._testMethodName)
-        self.conf = settings() if conf is None else conf
+        self.conf: Settings = settings()
         self.world_size, self.world_note = world_size_for(test, self.test_id, gpus_for_world)
         self.module_file: str | None = getattr(sys.modules.get(type(test).__module__), "__file__", None)
         self.timeout = self.conf.timeout_for(getattr(test, "timeout", None), self.test_id)

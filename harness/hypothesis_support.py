@@ -6,7 +6,8 @@ from typing import Any, Callable
 
 from harness.errors import UsageError
 
-__all__ = ["PROFILES", "profile_choice", "profile_name", "choose_profile", "load_profile", "is_hypothesis_test", "run_given"]
+__all__ = ["PROFILES", "profile_choice", "profile_name", "choose_profile", "load_profile",
+           "is_hypothesis_test", "run_given"]
 
 # name -> settings. ``ci`` is derandomized so two CI runs draw the same examples.
 PROFILES: dict[str, dict[str, Any]] = {

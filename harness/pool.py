@@ -89,7 +89,8 @@ class RankPool:
             for rank in range(world_size):
                 parent_end, child_end = ctx.Pipe(duplex=True)
                 proc = ctx.Process(target=worker_main, name=f"harness-rank{rank}",
-                                   args=(child_end, rank, world_size, device_type, self.dir, threads, os.getpid(), conf))
+                                   args=(child_end, rank, world_size, device_type, self.dir, threads, os.getpid(),
+                                         conf))
                 proc.start()
                 child_end.close()
                 self.conns.append(parent_end)

@@ -44,7 +44,7 @@ from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from harness import DTensorTestBase, run_tests, with_comms, with_temp_dir
 try:
     from test_distributed.models import DCP_DIM, FineTuningModel, PreTrainedModel
-except ModuleNotFoundError:  # run as a script (python test_distributed/test_fine_tuning.py): this folder is sys.path[0]
+except ModuleNotFoundError:  # run as a script (python test_distributed/test_x.py): its folder is sys.path[0]
     from models import DCP_DIM, FineTuningModel, PreTrainedModel
 
 STEPS = 3  # optimizer steps per training phase, as upstream

@@ -49,7 +49,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 from harness import FSDPTest, run_tests, with_temp_dir
 try:
     from test_distributed.models import CompositeParamModel, TransformerWithSharedParams, UnitModule, zero_model
-except ModuleNotFoundError:  # run as a script (python test_distributed/test_fully_shard_checkpoint.py): this folder is sys.path[0]
+except ModuleNotFoundError:  # run as a script (python test_distributed/test_x.py): its folder is sys.path[0]
     from models import CompositeParamModel, TransformerWithSharedParams, UnitModule, zero_model
 
 SEEDS = st.integers(0, 2**31 - 1)

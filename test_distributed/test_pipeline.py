@@ -40,7 +40,7 @@ from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from harness import FSDPTest, run_tests, with_temp_dir
 try:
     from test_distributed.models import DCP_DIM, PipelineModel
-except ModuleNotFoundError:  # run as a script (python test_distributed/test_pipeline.py): this folder is sys.path[0]
+except ModuleNotFoundError:  # run as a script (python test_distributed/test_x.py): its folder is sys.path[0]
     from models import DCP_DIM, PipelineModel
 
 STEPS = 2  # Adam steps per stage before saving; 2, not 1, so a loaded step differs from a fresh one
