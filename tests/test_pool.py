@@ -107,7 +107,7 @@ class TestSuiteCollection(unittest.TestCase):
 
         walk(suite)
         self.assertTrue(modules)
-        self.assertTrue(all(re.fullmatch(r"tests\.(compat\.)?test_\w+", m) for m in modules), modules)
+        self.assertTrue(all(re.fullmatch(r"tests\.((compat|unit)\.)?test_\w+", m) for m in modules), modules)
 
     def test_pytest_collects_only_test_modules(self):
         out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
@@ -115,7 +115,7 @@ class TestSuiteCollection(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         ids = [line for line in out.stdout.splitlines() if "::" in line]
         self.assertTrue(ids, out.stdout)
-        self.assertTrue(all(re.match(r"tests/(compat/)?test_\w+\.py::", i) for i in ids), ids)
+        self.assertTrue(all(re.match(r"tests/((compat|unit)/)?test_\w+\.py::", i) for i in ids), ids)
 
 
 if __name__ == "__main__":

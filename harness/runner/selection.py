@@ -93,7 +93,7 @@ def load_target(target: str, root: Path) -> list[unittest.TestCase]:
     if target.endswith(".py"):
         resolved = path.resolve()
         if not resolved.is_file():
-            raise FileNotFoundError(f"{target}: no such file")
+            raise FileNotFoundError("no such file")
         if resolved.is_relative_to(root.resolve()):
             target = ".".join(resolved.relative_to(root.resolve()).with_suffix("").parts)
         else:  # a file of another project: imported by its bare name from its own folder

@@ -38,7 +38,7 @@ def split(ids: Sequence[str], count: int, times: Mapping[str, float]) -> Split:
 
     Example::
 
-        split(["a.T.t1", "a.T.t2", "b.T.t1"], 2, {"a.T.t1": 10.0}).owners  # [0, 1, 1]
+        split(["a.T.t1", "a.T.t2", "b.T.t1"], 2, {"a.T.t1": 10.0}).owners  # [0, 1, 0]
     """
     known = [times[i] for i in ids if i in times]
     default = sum(known) / len(known) if known else (sum(times.values()) / len(times) if times else 1.0)
