@@ -39,7 +39,7 @@ class Console:
         console.count_line(result.entries)
     """
 
-    def __init__(self, out: TextIO, total: int, verbose: bool, width: int = 0):
+    def __init__(self, out: TextIO, total: int, verbose: bool, width: int = 0) -> None:
         self.out = out
         self.total = total
         self.verbose = verbose

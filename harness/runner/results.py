@@ -122,7 +122,7 @@ class RunnerResult(unittest.TestResult):
         counts(result.entries)
     """
 
-    def __init__(self, listener: Listener, buffer: bool, failfast: bool, keep_output: bool):
+    def __init__(self, listener: Listener, buffer: bool, failfast: bool, keep_output: bool) -> None:
         super().__init__()
         self.listener = listener
         self.buffer = buffer

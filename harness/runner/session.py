@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 import unittest
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.config import Settings
 from harness.runner.console import Console
 from harness.runner.results import RunnerResult, exit_code, interrupt_reason
 from harness.runner.selection import check_includes, collect, module_of, select, shuffle
@@ -56,11 +58,11 @@ class Plan:
     tests: list[unittest.TestCase]
     discovered: int
     notes: list[str]  # the shard and shuffle lines under the header
-    settings: Any  # harness.config.Settings, with the command line's values
+    settings: Settings  # with the command line's values over the environment's
     reporting: bool  # False on the ranks > 0 of a torchrun job: rank 0 reports for all
 
 
-def _apply(options: Options) -> Any:
+def _apply(options: Options) -> Settings:
     """The command line's settings, for this process (the ranks it spawns are handed them)."""
     from harness import config, hypothesis_support
 
@@ -136,8 +138,6 @@ def _header(plan: Plan) -> str:
 
 
 def _run(plan: Plan, out: TextIO) -> ExitCode:
-    import os
-
     options, tests = plan.options, plan.tests
     if not plan.reporting:
         out = open(os.devnull, "w")
