@@ -1,0 +1,7 @@
+"""The test runner (``python -m harness``, ``distharness``, ``run_tests.py``): cli -> session -> selection,
+sharding -> results -> console, junit."""
+from __future__ import annotations
+
+from harness.runner.cli import Defaults, FolderSet, console_main, main
+
+__all__ = ["Defaults", "FolderSet", "main", "console_main"]

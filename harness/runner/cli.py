@@ -1,0 +1,190 @@
+"""The runner's command line: the flags, what they default to for a project, and ``main()``."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Sequence
+
+from harness.config import variables
+from harness.errors import UsageError
+from harness.hypothesis_support import PROFILES
+from harness.runner.session import Options, execute, prepare
+from harness.status import ExitCode
+
+__all__ = ["FolderSet", "Defaults", "build_parser", "parse", "main", "console_main"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FolderSet:
+    """A flag that runs other folders than the default ones (``run_tests.py --all``). When several such
+    flags are given, the one listed last in :attr:`Defaults.folder_sets` wins."""
+
+    flag: str
+    folders: tuple[str, ...]
+    help: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Defaults:
+    """What a project's runner runs when given no target: its folders, its times file, its name.
+
+    Example (a project's own ``run_tests.py``)::
+
+        main(argv, Defaults(prog="run_tests.py", folders=("tests",), times_file=".ci/test-times.json",
+                            root=Path(__file__).parent))
+    """
+
+    prog: str = "python -m harness"
+    description: str = ("Run a project's tests (the test_*.py files under the current directory, or the "
+                        "targets given) with one line per test, a summary, sharding over CI machines and JUnit XML.")
+    folders: tuple[str, ...] = (".",)  # relative to root
+    folder_sets: tuple[FolderSet, ...] = ()
+    times_file: str = "test-times.json"  # relative to root unless absolute
+    root: Path | None = None  # the project's top directory, importable; None: the current directory
+
+
+_WIDTH = 100
+
+
+def _epilog() -> str:
+    fill = textwrap.TextWrapper(width=_WIDTH, initial_indent="      ", subsequent_indent="      ").fill
+    lines = [textwrap.fill("Exit status: " + ", ".join(f"{int(c)} {w}" for c, w in (
+        (ExitCode.OK, "all tests that ran passed"), (ExitCode.FAILED, "a test failed"),
+        (ExitCode.USAGE, "usage error"), (ExitCode.NO_TESTS, "no test ran"),
+        (ExitCode.INTERRUPTED, "interrupted (Ctrl-C)"), (ExitCode.TERMINATED, "terminated (SIGTERM)"))) + ".", _WIDTH),
+        "The last line printed is always 'N passed, N failed, N skipped'.", "",
+        "Environment variables (the flags above win over them for this run):"]
+    for name, default, meaning in variables():
+        lines.append(f"  {name}" + (f" (default {default})" if default else ""))
+        lines.append(fill(meaning))
+    return "\n".join(lines)
+
+
+def build_parser(defaults: Defaults = Defaults()) -> argparse.ArgumentParser:
+    """The argument parser, with help on every flag and the environment variables in its epilog."""
+    # Raw: the epilog's list of variables keeps its lines (the description and epilog are wrapped here).
+    p = argparse.ArgumentParser(prog=defaults.prog, description=textwrap.fill(defaults.description, _WIDTH),
+                                epilog=_epilog(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    default_where = ", ".join(f"{f}/" if f != "." else "the current directory" for f in defaults.folders)
+    what = p.add_argument_group("what to run")
+    what.add_argument("targets", nargs="*", metavar="MODULE|PATH",
+                      help=f"run these instead of {default_where}: a module (pkg.test_mod), a "
+                           "module.Class[.method], a file (path/test_x.py) or a folder (its test_*.py files)")
+    for fs in defaults.folder_sets:
+        what.add_argument(fs.flag, dest=_dest(fs), action="store_true", help=fs.help)
+    what.add_argument("-k", dest="patterns", action="append", default=[], metavar="PATTERN",
+                      help="run tests whose id (module.Class.method) contains PATTERN or matches it as a shell "
+                           "pattern (fnmatch, e.g. '*Pipeline*.test_*parity'); repeatable, a test matching any runs")
+    what.add_argument("-i", "--include", action="append", default=[], metavar="MODULE",
+                      help="run only this module: a module name (test_pipeline, pkg.test_pipeline), "
+                           "a path (pkg/test_pipeline.py) or a shell pattern (test_fsdp*); repeatable")
+    what.add_argument("-x", "--exclude", action="append", default=[], metavar="MODULE",
+                      help="skip this module (same forms as --include); repeatable; wins over --include")
+    what.add_argument("--shard", nargs=2, type=int, metavar=("I", "N"),
+                      help="run shard I of N (1 <= I <= N), balanced by the durations in the times file")
+    what.add_argument("--times-file", metavar="PATH",
+                      help="JSON file of recorded test durations used by --shard and written by --update-times "
+                           f"(default: {defaults.times_file}"
+                           f"{' in the current directory' if defaults.root is None else ''})")
+    what.add_argument("--update-times", action="store_true",
+                      help="after the run, merge this run's test durations into the times file")
+    what.add_argument("--list", dest="list_only", action="store_true",
+                      help="print the ids of the tests that would run (after -k/-i/-x/--shard) and exit")
+
+    how = p.add_argument_group("how to run")
+    how.add_argument("--device", choices=("auto", "cpu", "cuda"),
+                     help="overrides HARNESS_DEVICE: auto uses CUDA/NCCL when there are enough GPUs, else CPU/gloo; "
+                          "cuda skips tests that lack GPUs (default: HARNESS_DEVICE from the environment, or auto)")
+    how.add_argument("--timeout", type=float, metavar="S",
+                     help="overrides HARNESS_TIMEOUT: seconds one test may run before its ranks' stacks are dumped "
+                          "and they are killed (default: the class's timeout, else 300)")
+    how.add_argument("--hypothesis-profile", choices=tuple(PROFILES),
+                     help="overrides HYPOTHESIS_PROFILE (ci: 2 derandomized examples; dev: 5; nightly: 50; default: "
+                          "the environment's, else ci under CI=true, else dev)")
+    how.add_argument("--failfast", action="store_true", help="stop after the first failing or erroring test")
+    how.add_argument("--shuffle", nargs="?", type=int, const=-1, default=None, metavar="SEED",
+                     help="run the tests in a random order: the classes shuffled, and the tests within each class "
+                          "(the seed is printed; give it to get the same order again)")
+    how.add_argument("--fail-env-changed", action="store_true",
+                     help="as HARNESS_ENV_CHANGED=fail: a test that leaves its rank processes altered beyond what "
+                          "the harness restores (a replaced torch function, a thread or child process left running) "
+                          "fails; without it such a test is named in the summary and the ranks are replaced")
+    how.add_argument("--no-buffer", "-s", dest="buffer", action="store_false",
+                     help="show what tests and ranks print as it comes, instead of only with failures")
+
+    out = p.add_argument_group("reporting")
+    out.add_argument("-v", "--verbose", action="store_true",
+                     help="also print each subtest's outcome, why each test ran where it did, and the output of "
+                          "passing tests")
+    out.add_argument("--junit-xml", metavar="PATH",
+                     help="write JUnit XML: one testcase per test and one per failing subtest")
+    out.add_argument("--slowest", type=int, default=10, metavar="N",
+                     help="how many of the slowest tests to list at the end (0: none; default: 10)")
+    return p
+
+
+def _dest(fs: FolderSet) -> str:
+    return "folders_" + fs.flag.lstrip("-").replace("-", "_")
+
+
+def parse(args: argparse.Namespace, defaults: Defaults = Defaults()) -> Options:
+    """Check what argparse cannot and resolve the defaults; a bad value is a :class:`UsageError` naming it.
+
+    Example::
+
+        options = parse(build_parser().parse_args(["-k", "parity", "--shard", "1", "2"]))
+    """
+    if args.timeout is not None and args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout:g}: must be a number of seconds > 0")
+    if args.shard is not None:
+        index, count = args.shard
+        if count < 1 or not 1 <= index <= count:
+            raise UsageError(f"--shard {index} {count}: need N >= 1 and 1 <= I <= N (shards count from 1)")
+    if args.slowest < 0:
+        raise UsageError(f"--slowest {args.slowest}: must be >= 0")
+    root = (defaults.root or Path.cwd()).resolve()
+    folders = defaults.folders
+    for fs in defaults.folder_sets:
+        if getattr(args, _dest(fs)):
+            folders = fs.folders
+    times_file = args.times_file or str(root / defaults.times_file)
+    seed = args.shuffle
+    if seed is not None and seed < 0:
+        seed = int.from_bytes(os.urandom(4), "little") % 100000
+    return Options(root=root, targets=tuple(args.targets), folders=tuple(folders), patterns=tuple(args.patterns),
+                   include=tuple(args.include), exclude=tuple(args.exclude),
+                   shard=tuple(args.shard) if args.shard else None, times_file=times_file,
+                   update_times=args.update_times, list_only=args.list_only, device=args.device,
+                   timeout=args.timeout, hypothesis_profile=args.hypothesis_profile, failfast=args.failfast,
+                   shuffle_seed=seed, fail_env_changed=args.fail_env_changed, buffer=args.buffer,
+                   verbose=args.verbose, junit_xml=args.junit_xml, slowest=args.slowest)
+
+
+def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> ExitCode:
+    """Run the tests the command line names and return the exit code (never exits itself, but for
+    argparse's own errors and ``--help``).
+
+    Example::
+
+        sys.exit(main(["tests", "-k", "parity", "--junit-xml", "junit.xml"]))
+    """
+    parser = build_parser(defaults)
+    args = parser.parse_args(argv)
+    try:
+        plan = prepare(parse(args, defaults))
+    except UsageError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        print("0 passed, 0 failed, 0 skipped")
+        return ExitCode.USAGE
+    return execute(plan)
+
+
+def console_main() -> None:
+    """The ``distharness`` console script and ``python -m harness``."""
+    sys.exit(main())

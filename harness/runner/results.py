@@ -1,0 +1,260 @@
+"""What happened to each test, as data: the unittest result object that collects it, the counts and the exit code."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+import unittest
+from typing import Any, Protocol, Sequence
+
+from harness.runner.selection import is_load_failure, module_of
+from harness.status import BAD, ExitCode, Status
+
+__all__ = ["Problem", "Entry", "Listener", "RunnerResult", "Counts", "counts", "exit_code", "interrupt_reason"]
+
+
+@dataclasses.dataclass
+class Problem:
+    """One failure text: of the test, or of one of its subtests."""
+
+    kind: Status  # FAILED, ERROR, XPASS or INTERRUPTED
+    title: str  # "test id" or "test id (subtest: a=1)"
+    text: str
+
+
+@dataclasses.dataclass
+class Entry:
+    """One test as the runner saw it."""
+
+    test_id: str
+    module: str
+    classname: str
+    method: str
+    status: Status = Status.PASSED
+    seconds: float = 0.0
+    placement: str = ""
+    world_size: int | None = None
+    reason: str = ""  # skip reason
+    why_placed: str = ""  # the harness's reason for the placement ("needs 4 GPUs, found 0: ran on CPU/gloo")
+    problems: list[Problem] = dataclasses.field(default_factory=list)
+    sub_passed: int = 0
+    sub_failed: list[tuple[str, Status, str]] = dataclasses.field(default_factory=list)  # (params, kind, text)
+    sub_skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (params, reason)
+    output: str = ""
+    examples: int = 0  # hypothesis examples run (0: not a harness test)
+    real: bool = True  # False: an import failure or a class/module set-up error, not a test of its own
+
+    @property
+    def subtests(self) -> int:
+        return self.sub_passed + len(self.sub_failed) + len(self.sub_skipped)
+
+
+class Listener(Protocol):
+    """Who is told as outcomes arrive (harness.runner.console prints them)."""
+
+    def test_done(self, entry: Entry, started: int | None) -> None: ...
+
+    def subtest_done(self, status: Status, params: str, reason: str) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """The last line's numbers: errors and unexpected passes count as failed, expected failures as passed."""
+
+    passed: int
+    failed: int
+    skipped: int
+
+    def __str__(self) -> str:
+        return f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped"
+
+
+def counts(entries: Sequence[Entry]) -> Counts:
+    """Example: ``str(counts(result.entries))`` is ``"3 passed, 1 failed, 0 skipped"``."""
+    return Counts(sum(e.status in (Status.PASSED, Status.XFAIL) for e in entries),
+                  sum(e.status in BAD for e in entries),
+                  sum(e.status == Status.SKIPPED for e in entries))
+
+
+def exit_code(entries: Sequence[Entry], interrupted: str = "") -> ExitCode:
+    """How the run ends: interrupted beats failed, failed beats "nothing ran".
+
+    Example::
+
+        exit_code(result.entries, "terminated (SIGTERM)")  # ExitCode.TERMINATED
+    """
+    if interrupted:
+        return ExitCode.TERMINATED if "SIGTERM" in interrupted else ExitCode.INTERRUPTED
+    c = counts(entries)
+    if c.failed:
+        return ExitCode.FAILED
+    if c.passed == 0:
+        return ExitCode.NO_TESTS
+    return ExitCode.OK
+
+
+def interrupt_reason(exc: BaseException | None) -> str:
+    """How a run was stopped, in the words the report uses."""
+    from harness.pool import Terminated
+
+    return "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
+
+
+def _split_id(test: Any) -> tuple[str, str, str]:
+    test_id = test.id()
+    module = module_of(test)
+    if is_load_failure(test):
+        return test_id, module, "import"
+    if test_id.startswith(module + "."):
+        rest = test_id[len(module) + 1:]
+        cls, _, method = rest.rpartition(".")
+        return test_id, f"{module}.{cls}" if cls else module, method or rest
+    return test_id, module, test_id
+
+
+class RunnerResult(unittest.TestResult):
+    """Turns unittest's calls into one :class:`Entry` per test, and tells the listener as each ends.
+
+    Example::
+
+        result = RunnerResult(console, buffer=True, failfast=False, keep_output=False)
+        unittest.TestSuite(tests).run(result)
+        counts(result.entries)
+    """
+
+    def __init__(self, listener: Listener, buffer: bool, failfast: bool, keep_output: bool) -> None:
+        super().__init__()
+        self.listener = listener
+        self.buffer = buffer
+        self.failfast = failfast
+        self.keep_output = keep_output  # keep what a test printed (the console shows it under -v)
+        self.entries: list[Entry] = []
+        self.started = 0
+        self._current: Entry | None = None
+        self._outcome_seen = False
+        self._t0 = 0.0
+        self._records_at = 0
+
+    # unittest mirrors buffered output of a failing test to the terminal at once; we show it in the report.
+    def _restoreStdout(self) -> None:
+        self._mirrorOutput = False
+        super()._restoreStdout()
+
+    def stop_interrupted(self) -> None:
+        """After an interrupt inside a test: give the terminal back its stdout."""
+        if self._current is not None:
+            self._restoreStdout()
+
+    def startTest(self, test: unittest.TestCase) -> None:
+        from harness import report
+
+        self.started += 1
+        test_id, classname, method = _split_id(test)
+        self._current = Entry(test_id, module_of(test), classname, method, real=not is_load_failure(test))
+        self._outcome_seen = False
+        self._records_at = len(report.records)
+        self._t0 = time.monotonic()
+        super().startTest(test)
+
+    def _entry_for(self, test: Any) -> Entry:
+        if isinstance(test, unittest.case._SubTest):
+            test = test.test_case
+        cur = self._current
+        if cur is not None and isinstance(test, unittest.TestCase) and test.id() == cur.test_id:
+            return cur
+        # An error outside any test (setUpClass, setUpModule, ...): a failed entry of its own.
+        desc = getattr(test, "description", None) or test.id()
+        module = module_of(test)
+        entry = Entry(desc, module, module, desc, status=Status.ERROR, real=False)
+        self.entries.append(entry)
+        self.listener.test_done(entry, None)
+        return entry
+
+    @staticmethod
+    def _last_text(bucket: list) -> str:
+        return bucket[-1][1] if bucket else ""
+
+    def addSuccess(self, test: unittest.TestCase) -> None:
+        self._outcome_seen = True
+        super().addSuccess(test)
+
+    def addFailure(self, test: unittest.TestCase, err: Any) -> None:
+        self._outcome_seen = True
+        super().addFailure(test, err)
+        entry = self._entry_for(test)
+        entry.status = Status.FAILED if entry.status != Status.ERROR else Status.ERROR
+        entry.problems.append(Problem(Status.FAILED, entry.test_id, self._last_text(self.failures)))
+
+    def addError(self, test: unittest.TestCase, err: Any) -> None:
+        self._outcome_seen = True
+        super().addError(test, err)
+        entry = self._entry_for(test)
+        entry.status = Status.ERROR
+        entry.problems.append(Problem(Status.ERROR, entry.test_id, self._last_text(self.errors)))
+
+    def addSkip(self, test: Any, reason: str) -> None:
+        self._outcome_seen = True
+        super().addSkip(test, reason)
+        entry = self._entry_for(test)
+        if isinstance(test, unittest.case._SubTest):
+            entry.sub_skipped.append((test._subDescription(), reason))
+            self.listener.subtest_done(Status.SKIPPED, test._subDescription(), reason)
+        else:
+            entry.status = Status.SKIPPED if entry.status not in BAD else entry.status
+            entry.reason = reason
+
+    def addExpectedFailure(self, test: unittest.TestCase, err: Any) -> None:
+        self._outcome_seen = True
+        super().addExpectedFailure(test, err)
+        self._entry_for(test).status = Status.XFAIL
+
+    def addUnexpectedSuccess(self, test: unittest.TestCase) -> None:
+        self._outcome_seen = True
+        super().addUnexpectedSuccess(test)
+        entry = self._entry_for(test)
+        entry.status = Status.XPASS
+        entry.problems.append(Problem(Status.XPASS, entry.test_id, "unexpected success: the test is marked "
+                                                                   "@expectedFailure but passed"))
+
+    def addSubTest(self, test: unittest.TestCase, subtest: Any, err: Any) -> None:
+        super().addSubTest(test, subtest, err)
+        self._outcome_seen = True
+        entry = self._entry_for(test)
+        params = subtest._subDescription()
+        if err is None:
+            entry.sub_passed += 1
+            self.listener.subtest_done(Status.PASSED, params, "")
+            return
+        kind = Status.FAILED if issubclass(err[0], test.failureException) else Status.ERROR
+        text = self._last_text(self.failures if kind == Status.FAILED else self.errors)
+        entry.sub_failed.append((params, kind, text))
+        entry.problems.append(Problem(kind, f"{entry.test_id} {params}", text))
+        if entry.status != Status.ERROR:
+            entry.status = kind
+        self.listener.subtest_done(kind, params, "")
+
+    def stopTest(self, test: unittest.TestCase) -> None:
+        from harness import report
+
+        entry = self._current or self._entry_for(test)
+        if self.keep_output and self.buffer:
+            entry.output = "".join(buf.getvalue() for buf in (getattr(self, "_stdout_buffer", None),
+                                                              getattr(self, "_stderr_buffer", None)) if buf)
+        super().stopTest(test)
+        if not self._outcome_seen and entry.status == Status.PASSED and entry is self._current:
+            # unittest calls stopTest on the way out of an interrupt that reported nothing: the test was
+            # running, it did not pass
+            entry.status = Status.INTERRUPTED
+            why = interrupt_reason(sys.exc_info()[1])
+            entry.problems.append(Problem(Status.INTERRUPTED, entry.test_id,
+                                          f"{why} while this test was running; its ranks were stopped"))
+        entry.seconds = time.monotonic() - self._t0
+        recs = [r for r in report.records[self._records_at:] if r.test_id == entry.test_id]
+        if recs:
+            entry.world_size = recs[-1].world_size
+            entry.placement = recs[-1].placement
+            entry.why_placed = recs[-1].reason
+            entry.examples = sum(r.examples for r in recs)
+        self.entries.append(entry)
+        self._current = None
+        self.listener.test_done(entry, self.started)

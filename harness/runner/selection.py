@@ -1,0 +1,199 @@
+"""Which tests run: discovery of folders, files and modules, then ``-k``/``-i``/``-x`` and ``--shuffle``."""
+from __future__ import annotations
+
+import collections
+import fnmatch
+import os
+import random
+import sys
+import unittest
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from harness.errors import UsageError
+
+__all__ = ["iter_tests", "is_load_failure", "module_of", "discover", "load_target", "collect", "module_matches",
+           "id_matches", "select", "check_includes", "shuffle"]
+
+
+def iter_tests(suite: Iterable[Any]) -> Iterator[unittest.TestCase]:
+    """The tests of a (nested) suite, in order.
+
+    Example::
+
+        ids = [t.id() for t in iter_tests(unittest.defaultTestLoader.discover("tests"))]
+    """
+    for item in suite:
+        if isinstance(item, unittest.TestSuite):
+            yield from iter_tests(item)
+        else:
+            yield item
+
+
+def is_load_failure(test: Any) -> bool:
+    """True for the stand-in unittest makes when a module cannot be imported."""
+    return type(test).__name__ == "_FailedTest"
+
+
+def module_of(test: Any) -> str:
+    """The module a test belongs to; an import failure belongs to the module that failed to import.
+
+    Example::
+
+        module_of(some_test)  # "test_distributed.test_pipeline"
+    """
+    if is_load_failure(test):
+        return test._testMethodName
+    if isinstance(test, unittest.case._SubTest):
+        test = test.test_case
+    module = type(test).__module__
+    if module == "unittest.suite" and hasattr(test, "description"):  # _ErrorHolder: "setUpClass (mod.Class)"
+        inner = test.description.rpartition("(")[2].rstrip(")")
+        return inner.rsplit(".", 1)[0] if "." in inner else inner
+    return module
+
+
+def _top_level(folder: Path) -> Path:
+    """The directory a folder's modules are imported from: above the outermost package that holds it
+    (a folder that is no package is its own top level, its modules imported by their bare names)."""
+    if not (folder / "__init__.py").is_file():
+        return folder
+    top = folder
+    while (top.parent / "__init__.py").is_file():
+        top = top.parent
+    return top.parent
+
+
+def discover(folder: str | Path, root: Path) -> list[unittest.TestCase]:
+    """The ``test_*.py`` tests under ``folder`` (relative to ``root`` unless absolute), as unittest discovers
+    them; a folder that does not exist has none.
+
+    Example::
+
+        tests = discover("test_distributed", Path.cwd())
+    """
+    start = (root / folder).resolve()
+    if not start.is_dir():
+        return []
+    suite = unittest.TestLoader().discover(str(start), pattern="test_*.py", top_level_dir=str(_top_level(start)))
+    return list(iter_tests(suite))
+
+
+def load_target(target: str, root: Path) -> list[unittest.TestCase]:
+    """The tests of one command-line target: a folder, a ``.py`` file, or a dotted ``module[.Class[.method]]``.
+    Paths are taken from the current directory; a file under ``root`` is imported by its dotted name.
+
+    Example::
+
+        load_target("tests.fixtures.fx_pass.TestPass", Path.cwd())
+    """
+    path = Path(target)
+    if path.is_dir():
+        return discover(path, root)
+    if target.endswith(".py"):
+        resolved = path.resolve()
+        if not resolved.is_file():
+            raise FileNotFoundError("no such file")
+        if resolved.is_relative_to(root.resolve()):
+            target = ".".join(resolved.relative_to(root.resolve()).with_suffix("").parts)
+        else:  # a file of another project: imported by its bare name from its own folder
+            if str(resolved.parent) not in sys.path:
+                sys.path.insert(0, str(resolved.parent))
+            target = resolved.stem
+    return list(iter_tests(unittest.TestLoader().loadTestsFromName(target)))
+
+
+def collect(targets: Sequence[str], folders: Sequence[str], root: Path) -> list[unittest.TestCase]:
+    """The tests of the targets given, else of the default folders. A target that cannot be loaded is a
+    usage error that names it.
+
+    Example::
+
+        collect([], ["test_distributed"], Path.cwd())
+    """
+    if not targets:
+        return [t for folder in folders for t in discover(folder, root)]
+    found: list[unittest.TestCase] = []
+    for target in targets:
+        try:
+            found += load_target(target, root)
+        except (ImportError, AttributeError, FileNotFoundError) as exc:
+            raise UsageError(f"{target}: {exc} (give a folder, a .py file, or a dotted module[.Class[.method]] "
+                             "importable from the current directory)") from None
+    return found
+
+
+def module_matches(module: str, spec: str) -> bool:
+    """Whether ``-i``/``-x`` ``spec`` names ``module``: the module or a package of it, its last part,
+    a path to its file, or a shell pattern.
+
+    Example::
+
+        module_matches("test_distributed.test_pipeline", "test_pipe*")  # True
+    """
+    spec = spec.strip()
+    if spec.endswith(".py"):
+        spec = spec[:-3]
+    spec = spec.strip("/").replace("/", ".").replace(os.sep, ".")
+    if not spec:
+        return False
+    last = module.rsplit(".", 1)[-1]
+    return (module == spec or module.startswith(spec + ".") or module.endswith("." + spec)
+            or fnmatch.fnmatchcase(module, spec) or fnmatch.fnmatchcase(last, spec))
+
+
+def id_matches(test_id: str, pattern: str) -> bool:
+    """``-k``: the id contains ``pattern`` or matches it as a shell pattern."""
+    return pattern in test_id or fnmatch.fnmatchcase(test_id, pattern)
+
+
+def select(tests: Sequence[unittest.TestCase], patterns: Sequence[str] = (), include: Sequence[str] = (),
+           exclude: Sequence[str] = ()) -> list[unittest.TestCase]:
+    """The tests that ``-k`` (any pattern), ``-i`` (any module) and ``-x`` (none; wins over ``-i``) let
+    through, in their order.
+
+    Example::
+
+        select(tests, patterns=["parity"], exclude=["test_pipeline"])
+    """
+    chosen = []
+    for t in tests:
+        module = module_of(t)
+        if include and not any(module_matches(module, m) for m in include):
+            continue
+        if any(module_matches(module, m) for m in exclude):
+            continue
+        # A module that failed to import is never filtered out by -k: its tests are unknown.
+        if patterns and not is_load_failure(t) and not any(id_matches(t.id(), p) for p in patterns):
+            continue
+        chosen.append(t)
+    return chosen
+
+
+def check_includes(tests: Sequence[unittest.TestCase], include: Sequence[str]) -> None:
+    """A ``-i`` that names no discovered module is a typo, not an empty run: say which modules there are."""
+    modules = {module_of(t) for t in tests}
+    for spec in include:
+        if not any(module_matches(m, spec) for m in modules):
+            known = ", ".join(sorted(modules)) or "none"
+            raise UsageError(f"-i {spec}: no discovered module matches (modules: {known})")
+
+
+def shuffle(tests: Sequence[unittest.TestCase], seed: int) -> list[unittest.TestCase]:
+    """A random order that keeps each class's tests together (so its setUpClass runs once): the classes
+    shuffled, then the tests within each class. The same seed and test list give the same order.
+
+    Example::
+
+        shuffle(tests, seed=7)
+    """
+    rng = random.Random(seed)
+    groups: dict[str, list[unittest.TestCase]] = collections.OrderedDict()
+    for t in tests:
+        key = f"{module_of(t)}.{type(t).__qualname__}" if not is_load_failure(t) else t.id()
+        groups.setdefault(key, []).append(t)
+    order = list(groups.values())
+    rng.shuffle(order)
+    for group in order:
+        rng.shuffle(group)
+    return [t for group in order for t in group]

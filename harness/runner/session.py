@@ -1,0 +1,200 @@
+"""One run from start to end: settings, collection, selection, sharding, the tests, the report, the exit code."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+import unittest
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness.config import Settings
+from harness.runner.console import Console
+from harness.runner.results import RunnerResult, exit_code, interrupt_reason
+from harness.runner.selection import check_includes, collect, module_of, select, shuffle
+from harness.runner.sharding import load_times, save_times, shard
+from harness.status import ExitCode, Status
+
+__all__ = ["Options", "Plan", "prepare", "execute"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """One run's choices, checked: what :func:`prepare` is given (harness.runner.cli makes it)."""
+
+    root: Path
+    targets: tuple[str, ...] = ()
+    folders: tuple[str, ...] = (".",)
+    patterns: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    shard: tuple[int, int] | None = None
+    times_file: str = "test-times.json"
+    update_times: bool = False
+    list_only: bool = False
+    device: str | None = None
+    timeout: float | None = None
+    hypothesis_profile: str | None = None
+    failfast: bool = False
+    shuffle_seed: int | None = None
+    fail_env_changed: bool = False
+    buffer: bool = True
+    verbose: bool = False
+    junit_xml: str | None = None
+    slowest: int = 10
+
+    @property
+    def where(self) -> str:
+        """The targets, else the folders, as the header and the "nothing selected" line name them."""
+        return ", ".join(self.targets or self.folders)
+
+
+@dataclasses.dataclass
+class Plan:
+    """What will run, and how: the result of :func:`prepare`."""
+
+    options: Options
+    tests: list[unittest.TestCase]
+    discovered: int
+    notes: list[str]  # the shard and shuffle lines under the header
+    settings: Settings  # with the command line's values over the environment's
+    reporting: bool  # False on the ranks > 0 of a torchrun job: rank 0 reports for all
+
+
+def _apply(options: Options) -> Settings:
+    """The command line's settings, for this process (the ranks it spawns are handed them)."""
+    from harness import config, hypothesis_support
+
+    values: dict[str, Any] = {}
+    if options.device:
+        values["device"] = options.device
+    if options.timeout is not None:
+        values["timeout"] = options.timeout
+    if options.fail_env_changed:
+        values["env_changed"] = "fail"
+    if options.hypothesis_profile:
+        hypothesis_support.choose_profile(options.hypothesis_profile)
+    return config.configure(**values)
+
+
+def prepare(options: Options) -> Plan:
+    """Apply the settings, then collect, select, shard and shuffle. Raises UsageError for a bad target,
+    an ``-i`` that matches nothing, or a bad ``HARNESS_*`` variable.
+
+    Example::
+
+        plan = prepare(Options(root=Path.cwd(), patterns=("parity",)))
+    """
+    from harness import torchrun
+
+    conf = _apply(options)
+    if str(options.root) not in sys.path:  # dotted targets and packages under root import from there
+        sys.path.insert(0, str(options.root))
+    discovered = collect(options.targets, options.folders, options.root)
+    check_includes(discovered, options.include)
+    tests = select(discovered, options.patterns, options.include, options.exclude)
+    notes = []
+    if options.shard is not None:
+        index, count = options.shard
+        tests, how = shard(tests, index, count, load_times(options.times_file))
+        notes.append(how.note(index, options.times_file))
+    if options.shuffle_seed is not None:
+        tests = shuffle(tests, options.shuffle_seed)
+        notes.append(f"shuffled with seed {options.shuffle_seed} (--shuffle {options.shuffle_seed} runs this order "
+                     "again)")
+    return Plan(options, tests, len(discovered), notes, conf, reporting=torchrun.launched_rank() == 0)
+
+
+def execute(plan: Plan, out: TextIO | None = None) -> ExitCode:
+    """List the tests (``--list``) or run them and report; returns the exit code."""
+    if plan.options.list_only:
+        return _list(plan, out or sys.stdout)
+    return _run(plan, out or sys.stdout)
+
+
+def _modules(plan: Plan) -> int:
+    return len({module_of(t) for t in plan.tests})
+
+
+def _list(plan: Plan, out: TextIO) -> ExitCode:
+    if plan.reporting:
+        out.write("".join(t.id() + "\n" for t in plan.tests))
+        for note in plan.notes:
+            print(note, file=sys.stderr)
+        print(f"{len(plan.tests)} tests selected from {_modules(plan)} modules", file=sys.stderr)
+    return ExitCode.OK if plan.tests else ExitCode.NO_TESTS
+
+
+def _header(plan: Plan) -> str:
+    import torch
+
+    from harness.hypothesis_support import profile_name
+
+    conf = plan.settings
+    return (f"distharness: {len(plan.tests)} tests from {_modules(plan)} modules ({plan.options.where}); "
+            f"torch {torch.__version__}, device={conf.device}, reuse={int(conf.reuse)}, "
+            f"hypothesis profile={profile_name()}")
+
+
+def _run(plan: Plan, out: TextIO) -> ExitCode:
+    options, tests = plan.options, plan.tests
+    if not plan.reporting:
+        out = open(os.devnull, "w")
+    console = Console(out, len(tests), options.verbose, width=min(90, max((len(t.id()) for t in tests), default=0)))
+    console.write("".join(line + "\n" for line in [_header(plan), *plan.notes]))
+
+    result = RunnerResult(console, buffer=options.buffer, failfast=options.failfast, keep_output=options.verbose)
+    started = time.monotonic()
+    interrupted = ""
+    result.startTestRun()
+    try:
+        unittest.TestSuite(tests).run(result)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.pool.Terminated)
+        interrupted = interrupt_reason(exc)
+        result.stop_interrupted()
+    finally:
+        result.stopTestRun()
+        notes = _after_the_tests(plan)
+    wall = time.monotonic() - started
+
+    not_run = len(tests) - result.started
+    stopped = ""
+    if interrupted:
+        stopped = f"{interrupted}: {not_run} of {len(tests)} selected tests did not run"
+    elif result.shouldStop and not_run:
+        stopped = f"stopped after the first failure (--failfast): {not_run} of {len(tests)} selected tests did not run"
+    console.summary(result.entries, options.slowest, wall, stopped, not_run, notes)
+
+    if options.junit_xml and plan.reporting:
+        from harness.runner.junit import write_junit
+
+        write_junit(options.junit_xml, result.entries, wall)
+        console.write(f"JUnit XML: {options.junit_xml}\n")
+    if options.update_times and plan.reporting:
+        ran = {e.test_id: e.seconds for e in result.entries if e.status != Status.SKIPPED and e.real}
+        save_times(options.times_file, ran)
+        console.write(f"times of {len(ran)} tests merged into {options.times_file}\n")
+    console.count_line(result.entries, len(tests), plan.discovered, options.where, bool(interrupted))
+    return exit_code(result.entries, interrupted)
+
+
+def _after_the_tests(plan: Plan) -> list[str]:
+    """Stop the rank processes now rather than at exit, so whatever they print while shutting down comes
+    before the summary and the count line stays the last line; take over what the harness would say at
+    exit (each test's line already says where it ran, so the CPU-fallback note goes)."""
+    from harness import pool, report
+
+    pool.shutdown_all()
+    report.fallbacks.clear()
+    altered = report.altered_lines()
+    report.altered.clear()
+    needs_cuda = report.needs_cuda_line()  # tests on CPU for want of GPUs that hard-code CUDA
+    report.needs_cuda.clear()
+    notes = []
+    if altered:
+        notes.append(f"Altered the process ({len(altered)} test(s); HARNESS_ENV_CHANGED={plan.settings.env_changed}):\n"
+                     + "".join(f"  {line}\n" for line in altered))
+    if needs_cuda:
+        notes.append(needs_cuda)
+    return notes

@@ -1,0 +1,69 @@
+"""The runner's exit codes: one per way a run can end, from the entries, the interrupt and the command line."""
+from __future__ import annotations
+
+import contextlib
+import io
+import unittest
+
+from harness.pool import Terminated
+from harness.runner import main
+from harness.runner.results import exit_code, interrupt_reason
+from harness.status import ExitCode, Status
+from tests.unit._fakes import entry
+
+
+class TestExitCode(unittest.TestCase):
+    def test_the_documented_numbers(self):
+        self.assertEqual([int(c) for c in (ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE, ExitCode.NO_TESTS,
+                                           ExitCode.INTERRUPTED, ExitCode.TERMINATED)], [0, 1, 2, 5, 130, 143])
+
+    def test_from_the_entries(self):
+        ok, skip = entry("m.T.test_ok"), entry("m.T.test_skip", Status.SKIPPED)
+        cases = {
+            ExitCode.OK: [[ok], [ok, skip], [entry("m.T.test_x", Status.XFAIL)]],
+            ExitCode.FAILED: [[ok, entry("m.T.test_f", Status.FAILED)], [entry("m.T.test_e", Status.ERROR)],
+                              [ok, entry("m.T.test_xp", Status.XPASS)],
+                              [entry("m.T.setUpClass", Status.ERROR, real=False), skip]],
+            ExitCode.NO_TESTS: [[], [skip, skip]],
+        }
+        for code, runs in cases.items():
+            for entries in runs:
+                self.assertEqual(exit_code(entries), code, [(e.test_id, e.status) for e in entries])
+
+    def test_an_interrupt_wins_over_failures(self):
+        failed = [entry("m.T.test_f", Status.FAILED), entry("m.T.test_i", Status.INTERRUPTED)]
+        self.assertEqual(exit_code(failed, interrupt_reason(KeyboardInterrupt())), ExitCode.INTERRUPTED)
+        self.assertEqual(exit_code(failed, interrupt_reason(Terminated())), ExitCode.TERMINATED)
+        self.assertEqual(exit_code([], "interrupted (Ctrl-C)"), ExitCode.INTERRUPTED)
+
+
+class TestUsage(unittest.TestCase):
+    """Usage errors end with 2 and the count line, before any test is collected."""
+
+    def run_main(self, *argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(argv))
+            except SystemExit as exc:  # argparse's own errors
+                code = exc.code
+        return code, out.getvalue(), err.getvalue()
+
+    def test_bad_values_name_the_flag(self):
+        for argv, says in [(["--shard", "3", "2"], "--shard 3 2: need N >= 1 and 1 <= I <= N"),
+                           (["--shard", "1", "0"], "--shard 1 0"),
+                           (["--timeout", "0"], "--timeout 0: must be a number of seconds > 0"),
+                           (["--slowest", "-1"], "--slowest -1: must be >= 0")]:
+            code, out, err = self.run_main(*argv)
+            self.assertEqual(code, ExitCode.USAGE, argv)
+            self.assertIn(f"python -m harness: error: {says}", err)
+            self.assertEqual(out, "0 passed, 0 failed, 0 skipped\n")
+
+    def test_argparse_errors_are_usage_errors_too(self):
+        code, _, err = self.run_main("--device", "gpu")
+        self.assertEqual(code, ExitCode.USAGE)
+        self.assertIn("invalid choice: 'gpu'", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
