@@ -27,10 +27,10 @@ from typing import Any
 from harness.comms import Placement, ProcessGroupKeeper
 from harness.config import settings
 from harness.decorators import gpus_needed, markers
-from harness.errors import RankError
+from harness.errors import HarnessError, RankError
 from harness.execution import TestRun, drive
 from harness.hypothesis_support import is_hypothesis_test
-from harness.outcome import TIMEOUT, RankResult, merge, tidy_stack
+from harness.outcome import PASSED, TIMEOUT, RankResult, merge, tidy_stack
 from harness.rank import RankContext, Task, execute, write_to_real_stderr
 
 __all__ = ["launched", "launched_rank", "run_as_launched_rank", "main_module_entry", "report_stream"]
@@ -39,6 +39,7 @@ __all__ = ["launched", "launched_rank", "run_as_launched_rank", "main_module_ent
 __unittest = True
 
 _ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+_WENT = {"failed": "failed", "error": "raised", "skipped": "was skipped"}  # a combination's status, in words
 
 
 def launched() -> bool:
@@ -130,6 +131,7 @@ class _Job:
         with self.lock:
             self.current = {"prefix": prefix, "deadline": time.monotonic() + timeout, "test_id": test_id,
                             "timeout": timeout, "grace": grace}
+        self.ctx.meet = self._meeting(prefix, grace)
         try:
             result = execute(task, self.ctx)
         finally:
@@ -151,6 +153,35 @@ class _Job:
         except OSError:
             pass
         return results
+
+    def _meeting(self, prefix: str, grace: float) -> Any:
+        """run_subtests' meeting between two combinations, through torchrun's store (not the test's group).
+
+        Each rank posts how its combination went and waits for the others. When a combination failed or
+        was skipped (here or on a peer) and a peer has not arrived within HARNESS_PEER_GRACE, that peer is
+        stuck inside the combination: this rank stops the test with that said, and, on gloo, closing its
+        group on the way out (harness.rank) wakes the stuck peer at once instead of at the timeout.
+        """
+
+        def meet(index: int, outcome: Any) -> None:
+            keys = [f"{prefix}/meet/{index}/{r}" for r in range(self.world_size)]
+            self.store.set(keys[self.rank], f"{outcome.status}")
+            trouble = None if outcome.status == PASSED else (time.monotonic(), f"it {_WENT[outcome.status]} here")
+            while not self.store.check(keys):
+                now = time.monotonic()
+                if trouble is None:
+                    for r, key in enumerate(keys):
+                        if self.store.check([key]) and self.store.get(key).decode() != PASSED:
+                            trouble = (now, f"it {_WENT.get(self.store.get(key).decode(), 'failed')} on rank {r}")
+                elif now - trouble[0] > grace:
+                    missing = [r for r, key in enumerate(keys) if not self.store.check([key])]
+                    raise HarnessError(
+                        f"rank {', '.join(map(str, missing))} never finished subtest ({outcome.label}) within "
+                        f"HARNESS_PEER_GRACE ({grace:g} s) after {trouble[1]}: it is still inside one of that "
+                        "combination's collectives; the test stops here")
+                time.sleep(0.02)
+
+        return meet
 
     def _collect(self, prefix: str, wait_s: float) -> list[RankResult]:
         """Every rank's result from the store; short polls so SIGTERM from torchrun is handled at once."""

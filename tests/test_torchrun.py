@@ -84,6 +84,23 @@ class TestStandalone(TorchrunCase):
         self.assertIn("ending the job", text)
 
 
+    def test_subtest_failing_while_peer_in_collective_ends_within_the_peer_grace(self):
+        # run_subtests' ranks meet through torchrun's store, not the test's group: rank 1's combination
+        # raised while rank 0 waits for it in all_reduce, and the job ends after HARNESS_PEER_GRACE
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
+                            "-v", "TestSubtestDesync"], _env(self.tmpdir, HARNESS_PEER_GRACE="3"))
+        text = out.stdout + out.stderr
+        self.assertNotEqual(out.returncode, 0, text)
+        self.assertIn("TestSubtestDesync.test_desync [rank 1/2] subtest (step=2) failed on cpu/gloo: ValueError: "
+                      "DESYNC rank 1 cannot build step 2", text)
+        self.assertIn(f'fx_torchrun.py", line {fixture_line("fx_torchrun", "DESYNC-RAISE")}, in _step', text)
+        self.assertIn("rank 0 never finished subtest (step=2) within HARNESS_PEER_GRACE (3 s) after it raised "
+                      "here", text)
+        self.assertNotIn("timed out", text)
+        self.assertLess(text.index("DESYNC rank 1 cannot build"), text.index("never finished subtest"))
+        self.assertNothingLeft()
+
+
 class TestCrashUnderTorchrun(TorchrunCase):
     def test_crash_ends_the_job_and_names_the_test(self):
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
