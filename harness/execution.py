@@ -286,6 +286,11 @@ def _report(test: unittest.TestCase, run: TestRun, results: list[RankResult],
         raise RankFailure(text)
 
 
+def _subtest(test: Any, params: dict[str, Any]) -> Any:
+    """unittest's subTest for one combination, named by its parameters (``msg`` is subTest's own argument)."""
+    return test.subTest(**{("msg_" if k == "msg" else k): v for k, v in params.items()})
+
+
 def _report_subtests(test: unittest.TestCase, run: TestRun, results: list[RankResult],
                      individually: bool) -> list[str]:
     """Report each combination as a unittest subtest; returns failure texts when not reporting individually."""
@@ -312,7 +317,7 @@ def _report_subtests(test: unittest.TestCase, run: TestRun, results: list[RankRe
                 if cuda:
                     report.note_needs_cuda(run.test_id, cuda)
                     if individually:
-                        with test.subTest(**{("msg_" if k == "msg" else k): v for k, v in params.items()}):
+                        with _subtest(test, params):
                             test.skipTest(cuda)
                     continue
                 lines = [f"{run.test_id} [rank {root.rank}/{run.world_size}] subtest ({label}) failed on "
@@ -339,7 +344,7 @@ def _report_subtests(test: unittest.TestCase, run: TestRun, results: list[RankRe
             if text:
                 texts.append(text)
             continue
-        with test.subTest(**{("msg_" if k == "msg" else k): v for k, v in params.items()}):
+        with _subtest(test, params):
             if text:
                 raise error
             if skipped and len(skipped) == len(per_rank):
