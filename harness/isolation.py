@@ -553,8 +553,8 @@ def _check_children(snap: Snapshot) -> list[str]:
                 pass
         _reap(pid)
         shown = "a fork of this rank" if cmd == own_cmd else f"`{cmd[:80]}{'...' if len(cmd) > 80 else ''}`"
-        extra = f" (and {len(tree) - 1} of its own)" if len(tree) > 1 else ""
-        left.append(f"child process {shown}{extra} left running; killed")
+        # how many it had started varies from moment to moment (and from rank to rank): not part of the text
+        left.append(f"child process {shown} left running; killed, with any processes it started")
     return left
 
 
