@@ -249,9 +249,9 @@ class RankPool:
                         trouble = None  # every rank got through that combination: nothing is stuck
                 else:
                     done = sorted(set(range(self.world_size)) - pending)
-                    why = (f"rank {', '.join(map(str, done))} finished the test while this rank waited after a "
-                           "run_subtests combination: the ranks ran different combinations (the same "
-                           "run_subtests config on every rank, please)")
+                    why = (f"rank {', '.join(map(str, done))} left the test (it ended, failed or died) while this "
+                           "rank waited for it after a run_subtests combination; if it ended normally, the ranks "
+                           "ran different combinations: give run_subtests the same config on every rank")
                     for r in meeting:
                         self._reply(r, ("stop", why))
                 meeting.clear()
