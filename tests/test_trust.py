@@ -25,7 +25,7 @@ class TestFaultsBetweenRanks(FixtureTestCase):
 
     def test_counts(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
-        self.assertInReport("Ran 9 tests")
+        self.assertInReport("Ran 10 tests")
         self.assertInReport("test_after_all_that (tests.fixtures.fx_trust.TestZStillWorks.test_after_all_that) ... ok")
 
     def test_failing_combination_while_peer_in_collective(self):
@@ -91,6 +91,12 @@ class TestFaultsBetweenRanks(FixtureTestCase):
         self.assertRegex(text, r"\[rank [01]/2\] raised on cpu/gloo")
         self.assertIn("FIXTURE-UNPICKLABLE the real error", text)
         self.assertNotIn("exit code", text)
+
+    def test_ranks_that_ran_different_combinations(self):
+        text = self.r.section("ERROR: test_ranks_disagree_on_the_config")
+        self.assertIn("[rank 0/2] raised on cpu/gloo: harness.errors.HarnessError: rank 1 left the test", text)
+        self.assertIn("give run_subtests the same config on every rank", text)
+        self.assertNotIn("timed out", text)
 
     def test_nothing_left_behind(self):
         self.check_nothing_left()
