@@ -4,6 +4,8 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import shutil
+import tempfile
 import unittest
 from typing import Any, Callable, TypeVar
 
@@ -79,7 +81,7 @@ def with_temp_dir(fn: F) -> F:
     """Give the test ``self.temp_dir``, removed afterwards whatever happened.
 
     As upstream: with a process group (``@with_comms``, ``FSDPTest``) every rank gets the same directory;
-    without one each rank gets its own.
+    without one each rank gets its own; a single-process test (``harness.TestCase``) gets one too.
 
     Example::
 
@@ -89,8 +91,28 @@ def with_temp_dir(fn: F) -> F:
             dcp.save(state_dict, checkpoint_id=self.temp_dir)
     """
     _check_callable("with_temp_dir", fn)
+    if not _is_hypothesis(fn):
+        fn = _own_temp_dir_outside_harness(fn)
     setattr(fn, _TEMP, True)
     return fn
+
+
+def _own_temp_dir_outside_harness(fn: F) -> F:
+    """A test of a class the harness does not run on ranks (``harness.TestCase``, ``unittest.TestCase``)
+    never sees the mark: give it its own directory here, as upstream's decorator does without a group."""
+
+    @functools.wraps(fn)
+    def temp_dir_test(*args: Any, **kwargs: Any) -> Any:
+        if not args or not isinstance(args[0], unittest.TestCase) or _is_harness_class(type(args[0])):
+            return fn(*args, **kwargs)  # on ranks the harness made the directory from the mark
+        self = args[0]
+        self.temp_dir = tempfile.mkdtemp(prefix="harness-test-")
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    return temp_dir_test  # type: ignore[return-value]
 
 
 def skip_if_lt_x_gpu(x: int, *, allow_cpu: bool = False) -> Callable[[F], F]:

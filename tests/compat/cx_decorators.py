@@ -70,5 +70,12 @@ class TestDPlainTestCase(unittest.TestCase):
         print("FIXTURE-PLAIN-RAN")
 
 
+class TestEPlainTempDir(unittest.TestCase):
+    @with_temp_dir
+    def test_temp_dir_single_process(self):
+        # no ranks: the decorator itself makes the directory, as upstream's does without a group
+        print(f"PLAINDIR pid={os.getpid()} exists={int(os.path.isdir(self.temp_dir))}")
+
+
 if __name__ == "__main__":
     run_tests()

@@ -11,7 +11,7 @@ class TestDecorators(FixtureTestCase):
 
     def test_outcome(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
-        self.assertInReport("Ran 7 tests")
+        self.assertInReport("Ran 8 tests")
         self.assertInReport("FAILED (errors=1)")
 
     def test_with_comms_eager_init_and_per_device_backend(self):
@@ -40,6 +40,11 @@ class TestDecorators(FixtureTestCase):
     def test_temp_dir_with_a_group_is_shared(self):
         paths = {row["path"] for row in self.r.rank_lines("SHAREDDIR")}
         self.assertEqual(len(paths), 1, self.r.describe())
+
+    def test_temp_dir_on_a_single_process_test(self):
+        self.assertIn("PLAINDIR pid=", self.r.output, self.r.describe())
+        self.assertRegex(self.r.output, r"PLAINDIR pid=\d+ exists=1")
+        self.assertMatchesReport(r"test_temp_dir_single_process \(.*\) \.\.\. .*ok")
 
     def test_skip_if_lt_x_gpu_on_a_plain_test_case_is_an_error(self):
         text = self.r.section("ERROR: test_not_a_harness_test")
