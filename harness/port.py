@@ -10,17 +10,23 @@ import sys
 
 __all__ = ["MAPPING", "PortResult", "port_source", "main"]
 
-# upstream module -> the names the harness provides under the same name and meaning
+_DISTRIBUTED = frozenset({"MultiProcessTestCase", "MultiProcContinuousTest", "MultiThreadedTestCase",
+                          "skip_if_lt_x_gpu", "run_subtests"})
+
+# upstream module -> the names the harness provides under the same name and meaning. common_fsdp,
+# common_dtensor and sharded_tensor re-export names of common_distributed, and upstream's files import
+# them from there too (``from ...common_dtensor import DTensorTestBase, skip_if_lt_x_gpu, with_comms``):
+# left behind, upstream's skip_if_lt_x_gpu exits the rank with its skip code instead of running on CPU.
 MAPPING: dict[str, frozenset[str]] = {
-    "torch.testing._internal.common_distributed": frozenset({
-        "MultiProcessTestCase", "MultiProcContinuousTest", "MultiThreadedTestCase", "skip_if_lt_x_gpu",
-        "run_subtests"}),
-    "torch.testing._internal.common_fsdp": frozenset({"FSDPTest", "FSDPTestMultiThread", "check_sharded_parity"}),
+    "torch.testing._internal.common_distributed": _DISTRIBUTED,
+    "torch.testing._internal.common_fsdp": frozenset({"FSDPTest", "FSDPTestMultiThread", "check_sharded_parity"})
+    | (_DISTRIBUTED - {"skip_if_lt_x_gpu"}),
     "torch.testing._internal.distributed._tensor.common_dtensor": frozenset({
-        "DTensorTestBase", "DTensorContinuousTestBase", "with_comms"}),
+        "DTensorTestBase", "DTensorContinuousTestBase", "with_comms"}) | _DISTRIBUTED,
     "torch.testing._internal.distributed.checkpoint_utils": frozenset({"with_temp_dir"}),
     "torch.testing._internal.common_utils": frozenset({"run_tests", "TestCase"}),
-    "torch.testing._internal.distributed._shard.sharded_tensor": frozenset({"ShardedTensorTestBase", "with_comms"}),
+    "torch.testing._internal.distributed._shard.sharded_tensor": frozenset({
+        "ShardedTensorTestBase", "with_comms", "MultiProcessTestCase"}),
 }
 _UPSTREAM = "torch.testing._internal"
 

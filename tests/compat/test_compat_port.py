@@ -35,6 +35,14 @@ class TestPortSource(unittest.TestCase):
                 self.assertNotRegex(line, r"FSDPTest|skip_if_lt_x_gpu|run_tests|TestCase|DTensorTestBase|with_comms|"
                                           r"with_temp_dir")
 
+    def test_re_exported_names_move_too(self):
+        r = port_source("from torch.testing._internal.distributed._tensor.common_dtensor import (\n"
+                        "    DTensorTestBase, skip_if_lt_x_gpu, with_comms)\n"
+                        "from torch.testing._internal.common_fsdp import FSDPTest, run_subtests, MLP\n")
+        self.assertEqual(r.new, "from harness import DTensorTestBase, skip_if_lt_x_gpu, with_comms\n"
+                                "from harness import FSDPTest, run_subtests\n"
+                                "from torch.testing._internal.common_fsdp import MLP\n")
+
     def test_module_import_is_listed(self):
         r = port_source("import torch.testing._internal.common_utils as cu\n")
         self.assertEqual(r.new, "import torch.testing._internal.common_utils as cu\n")
@@ -72,14 +80,16 @@ class TestPortCommand(unittest.TestCase):
     def test_lists_what_it_could_not_map(self):
         self.assertIn("2 not mapped", self.port.stderr)
         self.assertIn("torch.testing._internal.common_fsdp.MLP (line 5)", self.port.stderr)
-        self.assertIn("import torch.testing._internal.common_utils as common_utils (line 12)", self.port.stderr)
+        self.assertIn("import torch.testing._internal.common_utils as common_utils (line 17)", self.port.stderr)
 
     def test_ported_file_runs_and_passes(self):
         out = self.run_.stdout + self.run_.stderr
         self.assertEqual(self.run_.returncode, 0, out)
-        self.assertIn("Ran 3 tests", out)
+        self.assertIn("Ran 4 tests", out)
         self.assertRegex(out, r"\[rank 1\] SAMPLE rank=1 ws=2 ")
+        # skip_if_lt_x_gpu imported from common_dtensor is the harness's: the test runs on CPU, not skipped
         self.assertRegex(out, r"\[rank 3\] SAMPLEDT rank=3 shared=1")
+        self.assertIn("SAMPLEPLAIN dir=1", out)  # with_temp_dir on a single-process TestCase
 
 
 if __name__ == "__main__":
