@@ -132,7 +132,7 @@ def needs_cuda_line() -> str:
     count = sum(len(v) for v in needs_cuda.values())
     subs = f" ({count} subtests)" if count != len(tests) else ""
     shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
-    return (f"{len(tests)} test{'s' if len(tests) != 1 else ''} need CUDA{subs}, skipped (on CPU for want of GPUs; "
+    return (f"{len(tests)} {'tests need' if len(tests) != 1 else 'test needs'} CUDA{subs}, skipped (on CPU for want of GPUs; "
             f"HARNESS_DEVICE=cpu makes them failures): {shown}")
 
 
