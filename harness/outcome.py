@@ -7,6 +7,7 @@ import pickle
 import re
 import signal
 import traceback
+import unittest
 from typing import Any
 
 __all__ = ["RankResult", "SubtestOutcome", "Verdict", "capture_exception", "merge", "picklable", "sendable",
@@ -41,6 +42,14 @@ class SubtestOutcome:
     @property
     def label(self) -> str:
         return ", ".join(f"{k}={_short(v)}" for k, v in self.params.items())
+
+    @classmethod
+    def from_exception(cls, params: dict[str, Any], exc: BaseException) -> "SubtestOutcome":
+        """What a combination that raised ``exc`` reports: skipped, failed (an assertion) or error."""
+        if isinstance(exc, unittest.SkipTest):
+            return cls(params, SKIPPED, message=_plain(str(exc)))
+        kind, message, tb = capture_exception(exc)
+        return cls(params, FAILED if isinstance(exc, AssertionError) else ERROR, kind, message, tb)
 
 
 @dataclasses.dataclass
@@ -143,17 +152,13 @@ def sendable(result: RankResult) -> RankResult:
     except Exception as exc:
         why = f"{type(exc).__name__}: {exc}"
     try:
-        subs = [SubtestOutcome({_plain(k): _plain(v) for k, v in s.params.items()}, _plain(s.status),
-                               _plain(s.exc_type), _plain(s.message), _plain(s.traceback)) for s in result.subtests]
-        copy = RankResult(rank=int(result.rank), status=_plain(result.status), exc_type=_plain(result.exc_type),
-                          message=_plain(result.message), traceback=_plain(result.traceback), subtests=subs,
-                          output=_plain(result.output), duration=float(result.duration), stack=_plain(result.stack))
-        for name in ("altered",):  # fields other parts of the harness may add
-            if hasattr(result, name):
-                try:
-                    setattr(copy, name, [_plain(x) for x in getattr(result, name)])
-                except Exception:
-                    pass
+        subs = [SubtestOutcome({_plain(k): _plain(v) for k, v in sub.params.items()}, _plain(sub.status),
+                               _plain(sub.exc_type), _plain(sub.message), _plain(sub.traceback))
+                for sub in result.subtests]
+        copy = dataclasses.replace(result, status=_plain(result.status), exc_type=_plain(result.exc_type),
+                                   message=_plain(result.message), traceback=_plain(result.traceback),
+                                   output=_plain(result.output), stack=_plain(result.stack), subtests=subs,
+                                   altered=[_plain(x) for x in result.altered])
         pickle.dumps(copy)
         return copy
     except Exception:

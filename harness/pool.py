@@ -271,8 +271,7 @@ class RankPool:
                     message = f"timed out after {elapsed:.0f} s (raise the class's `timeout` or set HARNESS_TIMEOUT)"
                     status = TIMEOUT
                 results[r] = RankResult(rank=r, status=status, message=message, stack=stacks.get(r, ""),
-                                        subtests=reported[r], output=read_bounded(os.path.join(self.dir, f"rank{r}.out"),
-                                                           limit=output_limit()),
+                                        subtests=reported[r], output=self._output(r),
                                         arrived=time.monotonic(), desync=bool(trouble and trouble[3]),
                                         at_meeting=r in meeting)
         if any(res.is_bad for res in results.values()):
@@ -280,6 +279,10 @@ class RankPool:
         if self.broken:
             self.close()
         return [results[r] for r in range(self.world_size)]
+
+    def _output(self, r: int) -> str:
+        """What rank ``r`` printed in the test so far (bounded: HARNESS_OUTPUT_LIMIT); its own capture is gone."""
+        return read_bounded(os.path.join(self.dir, f"rank{r}.out"), limit=output_limit())
 
     def _reply(self, r: int, message: Any) -> None:
         try:
@@ -302,7 +305,7 @@ class RankPool:
         return RankResult(rank=r, status=CRASHED, exitcode=proc.exitcode,
                           message=describe_exit(proc.exitcode),
                           stack=tidy_stack(self._read_from(f"rank{r}.stack", stack_offset)),
-                          output=read_bounded(os.path.join(self.dir, f"rank{r}.out"), limit=output_limit()))
+                          output=self._output(r))
 
     def close(self) -> None:
         """Stop every rank (politely, then by force) and remove the pool's files."""

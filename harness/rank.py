@@ -183,15 +183,8 @@ class _RankResultCollector(unittest.TestResult):
         params = {k: picklable(v) for k, v in subtest.params.items()}
         if isinstance(subtest._message, str):  # unittest's sentinel when subTest() was given no message
             params = {"msg": subtest._message, **params}
-        if err is None:
-            self.recorder.outcomes.append(SubtestOutcome(params, PASSED))
-            return
-        if issubclass(err[0], unittest.SkipTest):
-            self.recorder.outcomes.append(SubtestOutcome(params, SKIPPED, message=str(err[1])))
-            return
-        kind, message, tb = capture_exception(err[1])
-        status = FAILED if issubclass(err[0], AssertionError) else ERROR
-        self.recorder.outcomes.append(SubtestOutcome(params, status, kind, message, tb))
+        outcome = SubtestOutcome(params, PASSED) if err is None else SubtestOutcome.from_exception(params, err[1])
+        self.recorder.outcomes.append(outcome)
 
 
 def _bound_method(test: Any, task: Task, fn: Any) -> Any:

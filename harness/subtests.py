@@ -6,7 +6,7 @@ import unittest
 from typing import Any, Callable
 
 from harness.errors import UsageError
-from harness.outcome import ERROR, FAILED, PASSED, SKIPPED, SubtestOutcome, capture_exception, picklable
+from harness.outcome import PASSED, SubtestOutcome, picklable
 
 __all__ = ["run_subtests", "skip_subtest", "SubtestRecorder"]
 
@@ -83,12 +83,8 @@ def run_subtests(test: unittest.TestCase, subtest_config: dict[str, list[Any]], 
         try:
             test_fn(*test_args, **test_kwargs, **params)
             outcome = SubtestOutcome(shown, PASSED)
-        except unittest.SkipTest as exc:
-            outcome = SubtestOutcome(shown, SKIPPED, message=str(exc))
         except BaseException as exc:  # noqa: B902 - results are data, whatever was raised
-            kind, message, tb = capture_exception(exc)
-            status = FAILED if isinstance(exc, AssertionError) else ERROR
-            outcome = SubtestOutcome(shown, status, kind, message, tb)
+            outcome = SubtestOutcome.from_exception(shown, exc)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 recorder.outcomes.append(outcome)
                 raise
