@@ -51,6 +51,7 @@ class MultiProcessTestCase(DistributedAssertions):
     temp_dir: str | None = None
     file_name: str | None = None
     _harness_device_type: str | None = None
+    _harness_shared = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
 
     @property
     def world_size(self) -> int:
@@ -72,7 +73,8 @@ class MultiProcessTestCase(DistributedAssertions):
 
     @property
     def backend(self) -> str:
-        return "nccl" if self.device_type == "cuda" else "gloo"
+        """The placement's backend: NCCL with one GPU per rank; gloo on CPU and on GPUs the ranks share."""
+        return "nccl" if self.device_type == "cuda" and not self._harness_shared else "gloo"
 
     @property
     def process_group(self) -> Any:
@@ -94,6 +96,7 @@ class MultiProcessTestCase(DistributedAssertions):
     def _harness_bind(self, rank: int, task: Task, device_type: str) -> None:
         self.rank = rank
         self._harness_device_type = device_type
+        self._harness_shared = task.shared
         self.temp_dir = task.temp_dir
         self.file_name = task.file_name
         self._harness_in_rank = True

@@ -1,86 +1,16 @@
-"""Device and backend choice for a test, and process-group set-up and reuse inside a rank."""
+"""Inside a rank: the default process group set up and kept from test to test, and what a test made torn down.
+
+Where a test runs and on which backend is decided in ``harness.placement`` (re-exported here).
+"""
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from typing import Any, Callable
 
-from harness.errors import UsageError
+from harness.placement import Placement, choose_placement, gpu_count, normalize_backend
 
-__all__ = ["Placement", "choose_placement", "normalize_backend", "ProcessGroupKeeper", "gpu_count"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Placement:
-    """Where one test runs, and why: the report prints ``reason``."""
-
-    device_type: str  # "cuda" or "cpu"
-    world_size: int
-    reason: str
-    skip: str = ""  # non-empty: do not run; this is the skip reason
-
-    @property
-    def label(self) -> str:
-        return f"{self.device_type}/{'nccl' if self.device_type == 'cuda' else 'gloo'}"
-
-
-def gpu_count() -> int:
-    """GPUs this process can see; never initialises a CUDA context."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return 0
-    return torch.cuda.device_count()
-
-
-def choose_placement(world_size: int, gpus_needed: int, mode: str, gpus: int | None = None) -> Placement:
-    """CUDA/NCCL when there are enough GPUs (or it is forced), CPU/gloo otherwise."""
-    import torch.distributed as dist
-
-    gpus = gpu_count() if gpus is None else gpus
-    need = max(world_size, gpus_needed)
-    nccl = dist.is_nccl_available()
-    if mode == "cpu":
-        return Placement("cpu", world_size, "HARNESS_DEVICE=cpu")
-    if mode == "cuda":
-        if gpus < need or not nccl:
-            why = f"needs {need} GPUs, found {gpus}" if gpus < need else "this torch build has no NCCL"
-            return Placement("cuda", world_size, "HARNESS_DEVICE=cuda", skip=f"{why} (HARNESS_DEVICE=cuda)")
-        return Placement("cuda", world_size, "HARNESS_DEVICE=cuda")
-    if gpus >= need and nccl:
-        return Placement("cuda", world_size, f"{gpus} GPUs for {need} ranks")
-    why = f"needs {need} GPUs, found {gpus}" if gpus < need else "this torch build has no NCCL"
-    return Placement("cpu", world_size, f"{why}: ran on CPU/gloo")
-
-
-def normalize_backend(backend: str | None, device_type: str) -> str:
-    """The backend string to give ``init_process_group`` for this device.
-
-    Upstream tests name backends per device ("cpu:gloo,cuda:nccl"); on a CPU run the CUDA entries
-    cannot be created, so they are dropped. A bare "nccl" asked on CPU becomes "gloo" (the harness
-    chose CPU because there were not enough GPUs; the report says so).
-    """
-    if not backend:
-        return "nccl" if device_type == "cuda" else "gloo"
-    backend = backend.strip().lower()
-    if ":" not in backend:
-        if device_type == "cpu" and backend == "nccl":
-            return "gloo"
-        return backend
-    pairs = []
-    for part in backend.split(","):
-        dev, sep, name = part.strip().partition(":")
-        if not sep or not dev or not name:
-            raise UsageError(f"backend {backend!r}: {part!r} is not 'device:backend' (e.g. 'cpu:gloo,cuda:nccl')")
-        if device_type == "cpu" and dev != "cpu":
-            continue
-        if (dev, name) not in pairs:
-            pairs.append((dev, name))
-    if not pairs:
-        return "gloo"
-    if device_type == "cuda" and not any(d == "cuda" for d, _ in pairs):
-        pairs.append(("cuda", "nccl"))
-    return ",".join(f"{d}:{n}" for d, n in pairs)
+__all__ = ["Placement", "choose_placement", "normalize_backend", "ProcessGroupKeeper", "gpu_count",
+           "forget_destroyed_groups"]
 
 
 class ProcessGroupKeeper:
@@ -116,9 +46,10 @@ class ProcessGroupKeeper:
         self.generation += 1
         store = dist.PrefixStore(f"harness/pg{self.generation}", self.base_store())
         kwargs = {}
-        if device_type == "cuda":
+        if device_type == "cuda" and "nccl" in backend:
             import torch
 
+            # NCCL binds its communicator to the rank's GPU; gloo (shared GPUs) takes CUDA tensors as they come
             kwargs["device_id"] = torch.device("cuda", self.local_rank % max(1, torch.cuda.device_count()))
         dist.init_process_group(backend=backend, store=store, rank=self.rank, world_size=self.world_size,
                                 timeout=self.timeout, **kwargs)
@@ -131,6 +62,7 @@ class ProcessGroupKeeper:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+            forget_destroyed_groups()
         self.backend = None
 
     def forget_if_gone(self) -> None:
@@ -149,9 +81,54 @@ class ProcessGroupKeeper:
         from torch.distributed import distributed_c10d as c10d
 
         default = c10d._get_default_group()
+        destroyed = False
         for pg in list(c10d._world.pg_map.keys()):
             if pg is not default:
                 try:
                     dist.destroy_process_group(pg)
+                    destroyed = True
                 except Exception:
                     pass
+        if destroyed:
+            forget_destroyed_groups()
+
+
+def forget_destroyed_groups() -> None:
+    """Drop torch's caches that can hand a later test a device mesh whose process groups are gone.
+
+    A ``DeviceMesh`` compares equal to another of the same shape, device type and dimension names,
+    whatever process groups each holds. DTensor's sharding propagation caches (the Python one and the
+    C++ fast path) are keyed by those meshes and return output specs that hold the mesh of the test
+    that filled them: after that test's groups are destroyed, the next test's ``init_device_mesh`` of
+    the same shape gets outputs on the old mesh, and their first collective fails with "Could not
+    resolve the process group registered under the name N" (torch 2.11 with CUDA available makes a new
+    group even for a 1-D mesh over the world; every version does for a 2-D mesh). A fresh process has
+    empty caches; so does a reused rank after this.
+    """
+    import sys
+
+    if "torch.distributed.tensor" not in sys.modules:
+        return  # nothing imported DTensor, so nothing was cached
+    try:
+        from torch.distributed.tensor._api import DTensor
+
+        DTensor._op_dispatcher.sharding_propagator.propagate_op_sharding.cache_clear()
+    except Exception:
+        pass
+    try:
+        import torch
+
+        torch._C._clear_DTensor_sharding_propagator_cache()  # the C++ fast path (where the build has one)
+    except Exception:
+        pass
+    for module, path in (("torch.distributed.tensor._collective_utils", ("MeshTopoInfo", "build_from_mesh")),
+                         ("torch.distributed.tensor._redistribute", ("_gen_transform_infos",))):
+        target = sys.modules.get(module)
+        for name in path:
+            target = getattr(target, name, None)
+        clear = getattr(target, "cache_clear", None)
+        if clear is not None:
+            try:
+                clear()
+            except Exception:
+                pass

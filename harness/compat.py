@@ -36,7 +36,7 @@ class _ContinuousMixin:
         asked = type(self).backend_str()
         if asked:
             return asked
-        return "nccl" if self.device_type == "cuda" else "gloo"  # type: ignore[attr-defined]
+        return "nccl" if self.device_type == "cuda" and not self._harness_shared else "gloo"  # type: ignore[attr-defined]
 
     @property
     def pg(self) -> Any:
@@ -185,7 +185,8 @@ class ShardedTensorTestBase(MultiProcessTestCase):
             return
         if backend not in ("nccl", "gloo", "mpi", "hccl", "xccl"):
             raise UsageError(f"{self.id()}: init_pg(backend={backend!r}): use one of nccl, gloo, mpi, hccl, xccl")
-        dist.init_process_group(backend=normalize_backend(backend, self.device_type), world_size=self.world_size,
+        dist.init_process_group(backend=normalize_backend(backend, self.device_type, self._harness_shared),
+                                world_size=self.world_size,
                                 rank=self.rank, init_method=f"file://{self.file_name}")
 
     def init_rpc(self) -> None:
@@ -193,8 +194,13 @@ class ShardedTensorTestBase(MultiProcessTestCase):
 
         options = rpc.TensorPipeRpcBackendOptions(init_method=f"file://{self.file_name}.rpc")
         if self.device_type == "cuda":
+            import torch
+
+            gpus = max(1, torch.cuda.device_count())  # ranks that share GPUs: rank r is on cuda:r % gpus
+            mine = self.rank % gpus
             for rank in range(self.world_size):
-                options.set_device_map(f"worker{rank}", {rank: self.rank, self.rank: rank})
+                if rank != self.rank:
+                    options.set_device_map(f"worker{rank}", {mine: rank % gpus})
         rpc.init_rpc(name=f"worker{self.rank:d}", rank=self.rank, world_size=self.world_size,
                      rpc_backend_options=options)
 

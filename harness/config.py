@@ -16,7 +16,7 @@ from harness.errors import UsageError
 __all__ = ["Variable", "VARIABLES", "Settings", "settings", "configure", "output_limit", "variables",
            "DEVICE_CHOICES", "ENV_CHANGED_CHOICES", "DEFAULT_TIMEOUT"]
 
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "nccl", "cuda-shared")
 ENV_CHANGED_CHOICES = ("warn", "fail", "off")
 DEFAULT_TIMEOUT = 300.0
 
@@ -49,7 +49,8 @@ class Variable(NamedTuple):
 
 VARIABLES: dict[str, Variable] = {
     "HARNESS_DEVICE": Variable(
-        "auto", "where tests run: auto (CUDA/NCCL when there are enough GPUs, else CPU/gloo), cpu or cuda",
+        "auto", "where tests run: auto (one GPU per rank on NCCL when there are enough, else the ranks share the GPUs "
+        "over gloo, else CPU/gloo), cpu, cuda (NCCL or shared GPUs), nccl (one GPU per rank) or cuda-shared",
         "device", "choice", choices=DEVICE_CHOICES),
     "HARNESS_TIMEOUT": Variable(
         "", "seconds one test may run before its ranks' stacks are dumped and they are killed (overrides a "

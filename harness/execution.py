@@ -19,16 +19,16 @@ from typing import Any, Callable
 from harness import isolation
 from harness import pool as pools
 from harness import report
-from harness.comms import Placement, choose_placement, gpu_count
+from harness.placement import Placement, choose_placement, gpu_count
 from harness.config import Settings, settings
 from harness.decorators import defined_at, gpus_needed, markers
 from harness.errors import RankAbort, RankError, RankFailure, UsageError
-from harness.fallback import DEFAULT_GPUS, needs_cuda, pretend_device_count, test_line, upstream_skip
+from harness.fallback import DEFAULT_GPUS, needs_cuda, needs_nccl, pretend_device_count, test_line, upstream_skip
 from harness.hypothesis_support import is_hypothesis_test, run_given
 from harness.outcome import BAD, CRASHED, ERROR, FAILED, KILLED, SKIPPED, TIMEOUT, RankResult, merge, order_by_cause
 from harness.rank import Task
 
-__all__ = ["TestRun", "PoolRun", "run_in_pool", "drive", "world_size_for"]
+__all__ = ["TestRun", "PoolRun", "run_in_pool", "drive", "world_size_for", "skip_if_nccl_alone"]
 
 # Frames of this module are hidden from unittest's tracebacks: a failure shows the rank's traceback.
 __unittest = True
@@ -115,7 +115,12 @@ class TestRun:
     @property
     def fallback(self) -> bool:
         """On CPU only for want of GPUs: errors that mean "needs CUDA" become skips (HARNESS_DEVICE=cpu: failures)."""
-        return self.conf.device == "auto" and self.placement.device_type == "cpu"
+        return self.placement.shortfall and self.placement.device_type == "cpu"
+
+    @property
+    def shared_fallback(self) -> bool:
+        """On shared GPUs only for want of one GPU per rank: errors that mean "needs NCCL" become skips."""
+        return self.placement.shortfall and self.placement.shared
 
     def record(self, pids: list[int], reused: bool) -> None:
         """The test as it ran, for the runner's line and the pytest plugin (harness.report.records)."""
@@ -145,11 +150,11 @@ class PoolRun(TestRun):
     def run_once(self, kwargs: dict[str, Any] | None) -> list[RankResult]:
         """Send the test (with one hypothesis example's arguments, if any) to every rank; their results."""
         self.examples += 1
-        key = (self.world_size, self.placement.device_type)
+        key = (self.world_size, self.placement.kind)
         existing = pools._POOLS.get(key)
         if existing is None or existing.broken or not self.conf.reuse:
             self.reused = False
-        pool = pools.get_pool(self.world_size, self.placement.device_type, self.threads, self.conf)
+        pool = pools.get_pool(self.world_size, self.placement.kind, self.threads, self.conf)
         self.pids = pool.pids
         # Inside the pool's directory, so that ranks whose parent was killed remove them with it.
         temp_dir = tempfile.mkdtemp(prefix="test-", dir=pool.dir) if markers(self.fn)["temp_dir"] else None
@@ -157,7 +162,8 @@ class PoolRun(TestRun):
         try:
             task = Task(module=type(self.test).__module__, module_file=self.module_file,
                         qualname=type(self.test).__qualname__, method=self.test._testMethodName,
-                        device_type=self.placement.device_type, seed=self.conf.seed, kwargs=kwargs,
+                        device_type=self.placement.device_type, shared=self.placement.shared,
+                        seed=self.conf.seed, kwargs=kwargs,
                         temp_dir=temp_dir, file_name=os.path.join(scratch, "store"), fresh_pg=pool.pg_suspect,
                         isolate=self.conf.env_changed != "off", world_size=self.world_size)
             pool.pg_suspect = False
@@ -191,25 +197,33 @@ def run_in_pool(test: unittest.TestCase) -> None:
     try:
         if run.placement.skip:
             raise unittest.SkipTest(run.placement.skip)
-        _skip_nccl_alone(run)
+        skip_if_nccl_alone(run)
         _note_fallback(run)
         drive(test, run, run.run_once)
     finally:
         run.record(run.pids, run.reused)
 
 
-def _skip_nccl_alone(run: TestRun) -> None:
-    """A test that asks for NCCL and nothing else cannot run on CPU: on CPU for want of GPUs, a skip."""
+def skip_if_nccl_alone(run: TestRun) -> None:
+    """A test that asks for NCCL and nothing else runs neither on CPU nor on shared GPUs (NCCL takes one GPU
+    per rank): there for want of GPUs, a skip with the reason, never a silent run on gloo."""
     asked = markers(run.fn)["comms"]
-    if run.fallback and isinstance(asked, str) and asked.strip().lower() == "nccl":
+    if not (isinstance(asked, str) and asked.strip().lower() == "nccl"):
+        return
+    if run.fallback:
         reason = f"needs CUDA: asks for backend='nccl' alone ({defined_at(run.fn)})"
-        report.note_needs_cuda(run.test_id, reason)
-        raise unittest.SkipTest(reason)
+    elif run.placement.shared and run.conf.device != "cpu":
+        reason = (f"needs NCCL (one GPU per rank): asks for backend='nccl' alone and the placement is "
+                  f"{run.placement.label} ({run.placement.reason}) ({defined_at(run.fn)})")
+    else:
+        return
+    report.note_needs_cuda(run.test_id, reason)
+    raise unittest.SkipTest(reason)
 
 
 def _note_fallback(run: TestRun) -> None:
-    """Remember tests that went to CPU for want of GPUs; the run ends by saying so (never a silent skip)."""
-    if run.placement.device_type == "cpu" and run.conf.device == "auto":
+    """Remember tests that went to CPU or shared GPUs for want of GPUs; the run ends by saying so (never a silent skip)."""
+    if run.placement.shortfall:
         report.note_fallback(run.placement.reason, run.test_id)
 
 
@@ -360,10 +374,15 @@ def _upstream_skip(results: list[RankResult]) -> str:
 
 
 def _needs_cuda(run: TestRun, root: RankResult) -> str:
-    """The skip reason when a test on CPU for want of GPUs failed because it hard-codes CUDA, else ""."""
-    if not run.fallback or root.status not in (FAILED, ERROR):
+    """The skip reason when a test on CPU (or shared GPUs) for want of GPUs failed because it hard-codes CUDA
+    (or NCCL), else ""."""
+    if root.status not in (FAILED, ERROR):
         return ""
-    if not needs_cuda(root.exc_type, root.message):
+    if run.fallback and needs_cuda(root.exc_type, root.message):
+        what = "CUDA"
+    elif run.shared_fallback and needs_nccl(root.exc_type, root.message):
+        what = "NCCL (one GPU per rank)"
+    else:
         return ""
     where = test_line(root.traceback, run.module_file)
-    return f"needs CUDA: {root.one_line()}" + (f" ({where})" if where else "")
+    return f"needs {what}: {root.one_line()}" + (f" ({where})" if where else "")

@@ -6,7 +6,7 @@ import os
 import re
 from typing import Any, Iterator
 
-__all__ = ["DEFAULT_GPUS", "pretend_device_count", "needs_cuda", "test_line", "upstream_skip"]
+__all__ = ["DEFAULT_GPUS", "pretend_device_count", "needs_cuda", "needs_nccl", "test_line", "upstream_skip"]
 
 #: GPUs "a machine with enough GPUs" has when a test names no number itself (no ``skip_if_lt_x_gpu``).
 #: Upstream's multi-GPU CI machines and DTensor's ``NUM_DEVICES`` use 4.
@@ -64,6 +64,29 @@ _NEEDS_CUDA = re.compile(
 def needs_cuda(exc_type: str, message: str) -> str:
     """The phrase that shows a rank's error comes from hard-coded CUDA, or "" when it does not."""
     m = _NEEDS_CUDA.search(f"{exc_type}: {message}")
+    return m.group(0) if m else ""
+
+
+# What a rank says when the test needs NCCL (or one GPU per rank) and runs with its ranks sharing GPUs over gloo.
+_NEEDS_NCCL = re.compile(
+    r"Duplicate GPU detected|"
+    r"ProcessGroupNCCL|NCCL (is )?not available|"
+    r"ProcessGroupGloo does not support|does not support \w+ (on|for) (the )?gloo|"
+    r"gloo does not support|not supported (by|with|on) (the )?gloo|"
+    r"No backend type associated with device type cuda",
+    re.IGNORECASE,
+)
+
+
+def needs_nccl(exc_type: str, message: str) -> str:
+    """The phrase that shows a rank's error comes from needing NCCL (one GPU per rank), or "" when it does not.
+
+    Example::
+
+        needs_nccl("DistBackendError", "... Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 0")
+        # 'Duplicate GPU detected'
+    """
+    m = _NEEDS_NCCL.search(f"{exc_type}: {message}")
     return m.group(0) if m else ""
 
 

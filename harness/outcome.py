@@ -71,6 +71,7 @@ class RankResult:
     at_meeting: bool = False  # ... while this rank waited for the others after a combination
     altered: list[str] = dataclasses.field(default_factory=list)  # what the test left that could not be put back
     default_group: bool | None = None  # the harness's default group still there after the test (None: it had none)
+    cuda_broken: str = ""  # the test left this rank's CUDA context unusable (a sticky error): why
 
     @property
     def is_bad(self) -> bool:

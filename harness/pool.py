@@ -65,16 +65,17 @@ def _handle_sigterm() -> None:
 
 
 class RankPool:
-    """``world_size`` spawned processes that run test after test for one device type.
+    """``world_size`` spawned processes that run test after test for one placement kind (``cuda``,
+    ``cuda-shared`` or ``cpu``: harness.placement).
 
     The ranks get the parent's settings (``conf``, with whatever ``config.configure`` set) when they
     start, rather than reading the environment again.
     """
 
-    def __init__(self, world_size: int, device_type: str, threads: int, conf: Settings):
+    def __init__(self, world_size: int, kind: str, threads: int, conf: Settings):
         self.world_size = world_size
-        self.device_type = device_type
-        self.dir = tempfile.mkdtemp(prefix=f"harness-w{world_size}-{device_type}-")
+        self.kind = kind
+        self.dir = tempfile.mkdtemp(prefix=f"harness-w{world_size}-{kind}-")
         self.broken = False
         self.pg_suspect = False
         self.tests_run = 0
@@ -89,7 +90,7 @@ class RankPool:
             for rank in range(world_size):
                 parent_end, child_end = ctx.Pipe(duplex=True)
                 proc = ctx.Process(target=worker_main, name=f"harness-rank{rank}",
-                                   args=(child_end, rank, world_size, device_type, self.dir, threads, os.getpid(),
+                                   args=(child_end, rank, world_size, kind, self.dir, threads, os.getpid(),
                                          conf))
                 proc.start()
                 child_end.close()
@@ -337,13 +338,13 @@ def _size(path: str) -> int:
         return 0
 
 
-def get_pool(world_size: int, device_type: str, threads: int, conf: Settings) -> RankPool:
-    """The running pool for this world, or a new one (whose ranks get ``conf``)."""
-    key = (world_size, device_type)
+def get_pool(world_size: int, kind: str, threads: int, conf: Settings) -> RankPool:
+    """The running pool for this world and placement kind, or a new one (whose ranks get ``conf``)."""
+    key = (world_size, kind)
     pool = _POOLS.get(key)
     if pool is None or pool.broken:
         _handle_sigterm()
-        pool = RankPool(world_size, device_type, threads, conf)
+        pool = RankPool(world_size, kind, threads, conf)
         _POOLS[key] = pool
     return pool
 

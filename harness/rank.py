@@ -15,7 +15,8 @@ import time
 import unittest
 from typing import Any
 
-from harness import isolation, subtests
+from harness import cuda_state, isolation, subtests
+from harness.comms import forget_destroyed_groups
 from harness.config import Settings, configure, output_limit
 from harness.outcome import (ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable,
                              read_bounded, sendable)
@@ -37,6 +38,7 @@ class Task:
     device_type: str
     seed: int
     kwargs: dict[str, Any] | None = None  # a hypothesis example; None for a plain test
+    shared: bool = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
     temp_dir: str | None = None
     file_name: str | None = None
     fresh_pg: bool = False  # the last test went wrong: rebuild the process group first
@@ -56,6 +58,7 @@ class RankContext:
     #: meet the other ranks between run_subtests combinations through the parent (pool mode); None: a
     #: barrier on the test's process group (torchrun, where there is no parent)
     meet: Any = None
+    shared: bool = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
 
 
 def _resolve(task: Task) -> type:
@@ -203,11 +206,28 @@ def _bound_method(test: Any, task: Task, fn: Any) -> Any:
 
 
 def execute(task: Task, ctx: RankContext) -> RankResult:
-    """Run one test as this rank and turn whatever happened into a RankResult."""
+    """Run one test as this rank and turn whatever happened into a RankResult.
+
+    Then, with the test's frames and exceptions gone, the GPU is checked (harness.cuda_state): a CUDA
+    context the test broke, or memory it left referenced, is what the test left that only fresh ranks
+    undo, whatever HARNESS_ENV_CHANGED says.
+    """
+    start = time.monotonic()
+    baseline = cuda_state.before_test()
+    result = _execute(task, ctx)
+    broken, left = cuda_state.after_test(baseline, f"{result.exc_type}: {result.message}")
+    if broken:
+        result.cuda_broken = broken
+        result.altered.append(cuda_state.broken_sentence(broken))
+    result.altered += left
+    result.duration = time.monotonic() - start
+    return result
+
+
+def _execute(task: Task, ctx: RankContext) -> RankResult:
     from harness.comms import normalize_backend
     from harness.decorators import markers
 
-    start = time.monotonic()
     pid = os.getpid()  # a child the test forked that returns here must never act as this rank
     snapshot = None
     recorder = subtests.SubtestRecorder()
@@ -228,7 +248,7 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
                 wants_pg = bool(marks["comms"]) or getattr(cls, "_harness_auto_comms", False)
                 if wants_pg:
                     asked = marks["comms"] if isinstance(marks["comms"], str) else test.backend
-                    keeper.ensure(normalize_backend(asked, ctx.device_type), ctx.device_type)
+                    keeper.ensure(normalize_backend(asked, ctx.device_type, ctx.shared), ctx.device_type)
                 else:
                     # A plain MultiProcessTestCase makes its own group (upstream style, file://self.file_name).
                     keeper.release()
@@ -275,7 +295,6 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
                         result.exc_type, result.message, result.traceback = capture_exception(exc)
                         result.status = ERROR
     result.output = cap.text
-    result.duration = time.monotonic() - start
     return result
 
 
@@ -298,8 +317,6 @@ def _after_test(keeper: Any, result: RankResult) -> None:
     if keeper.backend is not None:
         result.default_group = dist.is_initialized()  # the parent compares the ranks (isolation.world_changes)
 
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()  # the next test in this process starts with the GPU memory given back
     keeper.forget_if_gone()
     if result.is_bad and keeper.backend is not None and "nccl" not in keeper.backend:
         # Closing a gloo group wakes the peers still blocked on this rank at once ("Connection closed
@@ -309,6 +326,7 @@ def _after_test(keeper: Any, result: RankResult) -> None:
     keeper.destroy_subgroups()
     if keeper.backend is None:
         keeper.release()  # a group the test made itself (not ours) does not outlive the test
+    forget_destroyed_groups()  # whoever destroyed a group (the test or the harness), no cache hands out its mesh
 
 
 def _orphaned_exit(pool_dir: str) -> None:
@@ -345,10 +363,11 @@ def _watch_parent(parent_pid: int, pool_dir: str) -> None:
             os._exit(128 + signal.SIGTERM)  # the parent reports it as a rank that died of SIGTERM
 
 
-def worker_main(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: str, threads: int,
+def worker_main(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str, threads: int,
                 parent_pid: int, conf: Settings | None = None) -> None:
     """Entry point of a spawned rank process; serves tasks until the parent sends None or goes away.
 
+    ``kind``: the placement kind the pool serves (``cuda``, ``cuda-shared`` or ``cpu``: harness.placement).
     ``conf``: the parent's settings, in force here whatever the environment says (harness.config.configure).
     """
     if conf is not None:
@@ -360,7 +379,7 @@ def worker_main(conn: Any, rank: int, world_size: int, device_type: str, pool_di
     threading.Thread(target=_watch_parent, args=(parent_pid, pool_dir), daemon=True,
                      name="harness-watch-parent").start()
     try:
-        _serve(conn, rank, world_size, device_type, pool_dir, threads)
+        _serve(conn, rank, world_size, kind, pool_dir, threads)
     except (BrokenPipeError, EOFError, ConnectionError, OSError):
         if os.getppid() == parent_pid:
             raise
@@ -398,9 +417,29 @@ def _arm_stack_dumps(stack_file: Any) -> None:
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True, chain=False)
 
 
-def _serve(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: str, threads: int) -> None:
+def take_gpu(local_rank: int, ranks_on_node: int, shared: bool) -> None:
+    """Put this rank on its GPU (``cuda:local_rank % G``); sharing a GPU, cap its share of the GPU's memory.
+
+    Ranks that share a GPU each have their own CUDA context and caching allocator; without a cap one rank
+    can take the whole GPU and the others fail with out-of-memory errors that are not theirs. Each gets
+    an equal share of 90% of the memory (the rest is left for the CUDA contexts themselves).
+    """
+    import torch
+
+    gpus = torch.cuda.device_count()
+    device = local_rank % gpus
+    torch.cuda.set_device(device)
+    if shared:
+        on_this_gpu = len(range(device, ranks_on_node, gpus))
+        if on_this_gpu > 1:
+            torch.cuda.set_per_process_memory_fraction(0.9 / on_this_gpu, device)
+
+
+def _serve(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str, threads: int) -> None:
     stack_file = open(os.path.join(pool_dir, f"rank{rank}.stack"), "w")
     _arm_stack_dumps(stack_file)
+    device_type = "cuda" if kind.startswith("cuda") else "cpu"
+    shared = kind == "cuda-shared"
     try:
         import torch
 
@@ -408,13 +447,13 @@ def _serve(conn: Any, rank: int, world_size: int, device_type: str, pool_dir: st
 
         torch.set_num_threads(threads)
         if device_type == "cuda":
-            torch.cuda.set_device(rank % torch.cuda.device_count())
+            take_gpu(rank, world_size, shared)
         import torch.distributed as dist
 
         store_path = os.path.join(pool_dir, "store")
         ctx = RankContext(rank, world_size, device_type, os.path.join(pool_dir, f"rank{rank}.out"),
                           ProcessGroupKeeper(lambda: dist.FileStore(store_path, world_size), rank, world_size),
-                          meet=_parent_meeting(conn))
+                          meet=_parent_meeting(conn), shared=shared)
     except BaseException as exc:  # noqa: B902
         conn.send(("error", capture_exception(exc)))
         return

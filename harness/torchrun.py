@@ -24,14 +24,15 @@ import time
 import unittest
 from typing import Any
 
-from harness.comms import Placement, ProcessGroupKeeper
+from harness.comms import ProcessGroupKeeper
+from harness.placement import choose_placement
 from harness.config import settings
 from harness.decorators import gpus_needed, markers
 from harness.errors import HarnessError, RankError
-from harness.execution import TestRun, drive
+from harness.execution import TestRun, drive, skip_if_nccl_alone
 from harness.hypothesis_support import is_hypothesis_test
 from harness.outcome import PASSED, TIMEOUT, RankResult, merge, tidy_stack
-from harness.rank import RankContext, Task, execute, write_to_real_stderr
+from harness.rank import RankContext, Task, execute, take_gpu, write_to_real_stderr
 
 __all__ = ["launched", "launched_rank", "run_as_launched_rank", "main_module_entry", "report_stream"]
 
@@ -71,14 +72,16 @@ class _Job:
         self.local_rank = int(os.environ["LOCAL_RANK"])
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         conf = settings()
-        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        enough = gpus >= local_world and dist.is_nccl_available()
-        self.device_type = "cuda" if conf.device != "cpu" and enough else "cpu"
-        self.skip_all = ""
-        if conf.device == "cuda" and not enough:
-            self.skip_all = f"needs {local_world} GPUs on this node, found {gpus} (HARNESS_DEVICE=cuda)"
-        if self.device_type == "cuda":
-            torch.cuda.set_device(self.local_rank)
+        # The node's local ranks are the world the placement is chosen for: one GPU per local rank on NCCL,
+        # else the local ranks share the node's GPUs over gloo, else CPU (harness.placement).
+        node = choose_placement(local_world, 0, conf.device)
+        self.placement = dataclasses.replace(
+            node, world_size=self.world_size,
+            reason=f"{node.reason}, for the {local_world} local ranks of this node" if node.shared else node.reason)
+        self.device_type = node.device_type
+        self.skip_all = f"{node.skip} on this node" if node.skip else ""
+        if self.device_type == "cuda" and not self.skip_all:
+            take_gpu(self.local_rank, local_world, node.shared)
         if conf.threads:
             torch.set_num_threads(conf.threads)
         store, _, _ = next(dist.rendezvous("env://", self.rank, self.world_size))
@@ -88,7 +91,7 @@ class _Job:
         keeper = ProcessGroupKeeper(lambda: self.store, self.rank, self.world_size,
                                     timeout_s=conf.timeout_for(None) + 60, local_rank=self.local_rank)
         self.ctx = RankContext(self.rank, self.world_size, self.device_type,
-                               os.path.join(self.scratch, "out"), keeper)
+                               os.path.join(self.scratch, "out"), keeper, shared=node.shared)
         self.seq = 0
         self.pg_suspect = False
         self.active: tuple[str, str] | None = None  # (store prefix, test id) of the test under way
@@ -124,6 +127,7 @@ class _Job:
         task = Task(module=type(test).__module__,
                     module_file=getattr(sys.modules.get(type(test).__module__), "__file__", None),
                     qualname=type(test).__qualname__, method=test._testMethodName, device_type=self.device_type,
+                    shared=self.placement.shared,
                     seed=settings().seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
                     fresh_pg=self.pg_suspect, isolate=settings().env_changed != "off",
                     world_size=self.world_size)
@@ -146,6 +150,10 @@ class _Job:
         for r in results:
             if r.status == TIMEOUT:
                 self.poisoned = f"the job cannot go on: {test_id} hung on rank {r.rank}"
+            elif r.cuda_broken and not self.poisoned:
+                # A launched rank cannot be replaced: the tests after this one would fail on the broken context.
+                self.poisoned = (f"the job cannot go on: {test_id} broke the CUDA context on rank {r.rank} "
+                                 f"({r.cuda_broken}); a launched rank cannot be replaced, so start the job again")
         if temp_dir:
             shutil.rmtree(temp_dir, ignore_errors=True)
         try:
@@ -308,8 +316,10 @@ class _LaunchedRun(TestRun):
     def __init__(self, test: Any, job: _Job) -> None:
         fn = getattr(type(test), test._testMethodName)
         super().__init__(test, gpus_needed(type(test), fn) or job.world_size)
-        self.placement = Placement(job.device_type, job.world_size,
-                                   "launched by torchrun" + (f"; {self.world_note}" if self.world_note else ""))
+        node = job.placement
+        self.placement = dataclasses.replace(
+            node, reason="launched by torchrun" + (f"; {self.world_note}" if self.world_note else "")
+            + (f"; {node.reason}" if node.shortfall or node.shared else ""))
 
 
 def run_as_launched_rank(test: Any) -> None:
@@ -324,6 +334,7 @@ def run_as_launched_rank(test: Any) -> None:
     if run.world_size != job.world_size:
         raise unittest.SkipTest(f"needs world size {run.world_size}, torchrun launched {job.world_size} ranks "
                                 f"(run it with --nnodes x --nproc-per-node = {run.world_size})")
+    skip_if_nccl_alone(run)
     run.conf = run.conf if job.rank == 0 else _quiet(run.conf)
     wants_temp = bool(markers(run.fn)["temp_dir"])
 

@@ -58,9 +58,13 @@ class TestPassingRun(FixtureTestCase):
         self.assertEqual(sorted(row["rank"] for row in rows), ["0", "1", "2", "3"], self.r.describe())
         self.assertEqual({row["size"] for row in rows}, {"4"})
 
-    def test_gpu_test_runs_on_cpu_without_gpus(self):
+    def test_gpu_test_runs_where_this_machine_can_carry_it(self):
+        from harness.placement import choose_placement
+
+        # skip_if_lt_x_gpu(4) on 2 ranks: CPU without a GPU, shared GPUs with 1 to 3, NCCL with 4 or more
+        expected = choose_placement(2, 4, "auto").device_type
         rows = self.r.rank_lines("GPU4")
-        self.assertEqual({row["device"] for row in rows}, {"cpu"}, self.r.describe())
+        self.assertEqual({row["device"] for row in rows}, {expected}, self.r.describe())
 
     def test_skip_reasons(self):
         self.assertInReport("test_skip_all (tests.fixtures.fx_pass.TestESkip.test_skip_all) ... skipped "
@@ -78,19 +82,16 @@ class TestPassingRun(FixtureTestCase):
 
 
 class TestDeviceSelection(FixtureTestCase):
-    """HARNESS_DEVICE=cuda on a machine without enough GPUs: skipped with the reason, no pool started."""
+    """HARNESS_DEVICE=nccl (one GPU per rank) on a machine without GPUs: skipped with the reason, no pool
+    started. The GPUs are hidden from the run (CUDA_VISIBLE_DEVICES=""), so it holds on any machine."""
 
     ARGS = [f"{MOD}.TestBPids", f"{MOD}.TestDMesh", "-v"]
-    ENV = {"HARNESS_DEVICE": "cuda"}
+    ENV = {"HARNESS_DEVICE": "nccl", "CUDA_VISIBLE_DEVICES": ""}
 
     def test_skipped_with_gpu_count(self):
-        import torch
-
-        if torch.cuda.is_available() and torch.cuda.device_count() >= 2:
-            self.skipTest("this machine has GPUs; the check is for a GPU-less one")
         self.assertEqual(self.r.returncode, 0, self.r.describe())
         self.assertInReport(f"test_pid ({MOD}.TestBPids.test_pid) ... skipped 'needs 2 GPUs, found 0 "
-                            "(HARNESS_DEVICE=cuda)'")
+                            "(HARNESS_DEVICE=nccl: one GPU per rank)'")
         # skip_if_lt_x_gpu(4) on a world of 2, and DTensorTestBase's 4 ranks
         self.assertInReport(f"test_needs_four_gpus ({MOD}.TestBPids.test_needs_four_gpus) ... skipped "
                             "'needs 4 GPUs, found 0")
@@ -101,6 +102,19 @@ class TestDeviceSelection(FixtureTestCase):
 
     def test_nothing_left_behind(self):
         self.check_nothing_left()
+
+
+class TestCudaWithoutAGpu(FixtureTestCase):
+    """HARNESS_DEVICE=cuda takes NCCL or shared GPUs; with no GPU at all (hidden), every test is skipped so."""
+
+    ARGS = [f"{MOD}.TestBPids", "-v"]
+    ENV = {"HARNESS_DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": ""}
+
+    def test_skipped_for_want_of_any_gpu(self):
+        self.assertEqual(self.r.returncode, 0, self.r.describe())
+        self.assertInReport(f"test_pid ({MOD}.TestBPids.test_pid) ... skipped 'needs a GPU, found none "
+                            "(HARNESS_DEVICE=cuda)'")
+        self.assertEqual(self.r.rank_lines("PID"), [])
 
 
 if __name__ == "__main__":

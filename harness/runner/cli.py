@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Sequence
 
-from harness.config import variables
+from harness.config import DEVICE_CHOICES, variables
 from harness.errors import UsageError
 from harness.hypothesis_support import PROFILES
 from harness.runner.session import Options, execute, prepare
@@ -97,9 +97,11 @@ def build_parser(defaults: Defaults = Defaults()) -> argparse.ArgumentParser:
                       help="print the ids of the tests that would run (after -k/-i/-x/--shard) and exit")
 
     how = p.add_argument_group("how to run")
-    how.add_argument("--device", choices=("auto", "cpu", "cuda"),
-                     help="overrides HARNESS_DEVICE: auto uses CUDA/NCCL when there are enough GPUs, else CPU/gloo; "
-                          "cuda skips tests that lack GPUs (default: HARNESS_DEVICE from the environment, or auto)")
+    how.add_argument("--device", choices=DEVICE_CHOICES,
+                     help="overrides HARNESS_DEVICE: auto: one GPU per rank on NCCL when there are enough, else the "
+                          "ranks share the GPUs over gloo (cuda-shared), else CPU/gloo; cpu: always CPU; cuda: NCCL "
+                          "or shared GPUs, skip without a GPU; nccl: one GPU per rank or skip; cuda-shared: always "
+                          "shared GPUs (default: HARNESS_DEVICE from the environment, or auto)")
     how.add_argument("--timeout", type=float, metavar="S",
                      help="overrides HARNESS_TIMEOUT: seconds one test may run before its ranks' stacks are dumped "
                           "and they are killed (default: the class's timeout, else 300)")

@@ -5,8 +5,10 @@ import unittest
 from unittest import mock
 
 import torch
+from hypothesis import given, strategies as st
 
-from harness.comms import Placement, choose_placement, normalize_backend
+from harness.config import DEVICE_CHOICES
+from harness.placement import Placement, choose_placement, normalize_backend
 from harness.errors import UsageError
 from harness.execution import world_size_for
 
@@ -17,58 +19,117 @@ def _nccl(available: bool) -> mock._patch:
 
 
 class TestChoosePlacement(unittest.TestCase):
-    def test_auto_with_enough_gpus_runs_on_cuda(self):
+    def test_auto_with_enough_gpus_runs_one_rank_per_gpu_on_nccl(self):
         with _nccl(True):
             pl = choose_placement(2, 0, "auto", gpus=4)
-        self.assertEqual((pl.device_type, pl.label, pl.reason, pl.skip), ("cuda", "cuda/nccl", "4 GPUs for 2 ranks", ""))
+        self.assertEqual((pl.device_type, pl.label, pl.reason, pl.skip, pl.shared), ("cuda", "cuda/nccl",
+                                                                                     "4 GPUs for 2 ranks", "", False))
+        self.assertEqual((pl.backend, pl.kind, pl.shortfall), ("nccl", "cuda", False))
 
-    def test_auto_without_enough_gpus_falls_back_to_cpu_and_says_why(self):
+    def test_auto_with_fewer_gpus_than_ranks_shares_them_over_gloo_and_says_why(self):
+        pl = choose_placement(4, 0, "auto", gpus=1, nccl=True)
+        self.assertEqual((pl.device_type, pl.label, pl.backend, pl.shared, pl.gpus, pl.skip, pl.shortfall),
+                         ("cuda", "cuda-shared/gloo", "gloo", True, 1, "", True))
+        self.assertEqual(pl.reason, "needs 4 GPUs, found 1 (NCCL needs one GPU per rank): 4 ranks share 1 GPU over "
+                                    "gloo (rank r on cuda:r % 1)")
+        self.assertEqual(pl.ranks_per_gpu, 4)
+        two = choose_placement(4, 0, "auto", gpus=2, nccl=True)
+        self.assertEqual((two.label, two.gpus, two.ranks_per_gpu), ("cuda-shared/gloo", 2, 2))
+
+    def test_auto_without_a_gpu_falls_back_to_cpu_and_says_why(self):
         with _nccl(True):
-            pl = choose_placement(4, 0, "auto", gpus=2)
-        self.assertEqual((pl.label, pl.reason, pl.skip), ("cpu/gloo", "needs 4 GPUs, found 2: ran on CPU/gloo", ""))
+            pl = choose_placement(4, 0, "auto", gpus=0)
+        self.assertEqual((pl.label, pl.reason, pl.skip, pl.shortfall),
+                         ("cpu/gloo", "needs 4 GPUs, found 0: ran on CPU/gloo", "", True))
 
     def test_skip_if_lt_x_gpu_counts_when_it_asks_for_more_than_the_world(self):
-        with _nccl(True):
-            pl = choose_placement(2, 8, "auto", gpus=4)
-        self.assertEqual(pl.reason, "needs 8 GPUs, found 4: ran on CPU/gloo")
+        pl = choose_placement(2, 8, "auto", gpus=4, nccl=True)
+        self.assertEqual((pl.label, pl.gpus), ("cuda-shared/gloo", 2))
+        self.assertTrue(pl.reason.startswith("needs 8 GPUs, found 4"), pl.reason)
+        self.assertEqual(choose_placement(2, 8, "auto", gpus=0, nccl=True).reason, "needs 8 GPUs, found 0: ran on CPU/gloo")
 
-    def test_auto_without_nccl_runs_on_cpu(self):
-        with _nccl(False):
-            pl = choose_placement(2, 0, "auto", gpus=8)
-        self.assertEqual((pl.device_type, pl.reason), ("cpu", "this torch build has no NCCL: ran on CPU/gloo"))
+    def test_gpus_without_nccl_are_shared_over_gloo(self):
+        pl = choose_placement(2, 0, "auto", gpus=8, nccl=False)
+        self.assertEqual((pl.label, pl.shortfall), ("cuda-shared/gloo", False))
+        self.assertTrue(pl.reason.startswith("this torch build has no NCCL: 2 ranks share 2 GPUs"), pl.reason)
+        self.assertEqual(choose_placement(2, 0, "auto", gpus=0, nccl=False).reason,
+                         "needs 2 GPUs, found 0: ran on CPU/gloo")
 
     def test_cpu_is_cpu_whatever_the_machine(self):
-        with _nccl(True):
-            pl = choose_placement(2, 0, "cpu", gpus=8)
-        self.assertEqual((pl.device_type, pl.reason, pl.skip), ("cpu", "HARNESS_DEVICE=cpu", ""))
+        pl = choose_placement(2, 0, "cpu", gpus=8, nccl=True)
+        self.assertEqual((pl.device_type, pl.reason, pl.skip, pl.shortfall), ("cpu", "HARNESS_DEVICE=cpu", "", False))
 
-    def test_cuda_without_enough_gpus_is_a_skip_with_the_reason(self):
-        with _nccl(True):
-            pl = choose_placement(4, 0, "cuda", gpus=1)
-        self.assertEqual(pl.skip, "needs 4 GPUs, found 1 (HARNESS_DEVICE=cuda)")
-        with _nccl(False):
-            self.assertEqual(choose_placement(2, 0, "cuda", gpus=2).skip,
-                             "this torch build has no NCCL (HARNESS_DEVICE=cuda)")
+    def test_cuda_takes_nccl_or_shared_gpus_and_skips_only_without_a_gpu(self):
+        self.assertEqual(choose_placement(2, 0, "cuda", gpus=2, nccl=True).label, "cuda/nccl")
+        self.assertEqual(choose_placement(4, 0, "cuda", gpus=1, nccl=True).label, "cuda-shared/gloo")
+        pl = choose_placement(4, 0, "cuda", gpus=0, nccl=True)
+        self.assertEqual(pl.skip, "needs a GPU, found none (HARNESS_DEVICE=cuda)")
+
+    def test_nccl_is_one_gpu_per_rank_or_a_skip_with_the_reason(self):
+        self.assertEqual(choose_placement(2, 0, "nccl", gpus=2, nccl=True).label, "cuda/nccl")
+        self.assertEqual(choose_placement(4, 0, "nccl", gpus=1, nccl=True).skip,
+                         "needs 4 GPUs, found 1 (HARNESS_DEVICE=nccl: one GPU per rank)")
+        self.assertEqual(choose_placement(2, 0, "nccl", gpus=2, nccl=False).skip,
+                         "this torch build has no NCCL (HARNESS_DEVICE=nccl: one GPU per rank)")
+
+    def test_cuda_shared_shares_even_where_there_are_enough(self):
+        pl = choose_placement(2, 0, "cuda-shared", gpus=8, nccl=True)
+        self.assertEqual((pl.label, pl.gpus, pl.shortfall, pl.skip), ("cuda-shared/gloo", 2, False, ""))
+        self.assertEqual(choose_placement(2, 0, "cuda-shared", gpus=0, nccl=True).skip,
+                         "needs a GPU, found none (HARNESS_DEVICE=cuda-shared)")
+
+    def test_an_unknown_mode_is_refused_with_the_choices(self):
+        with self.assertRaisesRegex(UsageError, r"HARNESS_DEVICE='tpu': use auto, cpu, cuda, nccl or cuda-shared"):
+            choose_placement(2, 0, "tpu", gpus=0, nccl=False)
+
+    def test_this_machine_counts_are_used_when_none_are_given(self):
+        pl = choose_placement(1, 0, "auto")
+        self.assertEqual(pl.device_type == "cuda", torch.cuda.is_available() and torch.cuda.device_count() >= 1)
 
     def test_the_label_names_the_backend(self):
         self.assertEqual(Placement("cuda", 2, "").label, "cuda/nccl")
+        self.assertEqual(Placement("cuda", 2, "", shared=True, gpus=1).label, "cuda-shared/gloo")
         self.assertEqual(Placement("cpu", 2, "").label, "cpu/gloo")
+
+    @given(ws=st.integers(1, 16), asked=st.integers(0, 16), gpus=st.integers(0, 16), nccl=st.booleans(),
+           mode=st.sampled_from(DEVICE_CHOICES))
+    def test_every_placement_is_one_the_machine_can_carry(self, ws, asked, gpus, nccl, mode):
+        pl = choose_placement(ws, asked, mode, gpus=gpus, nccl=nccl)
+        if pl.skip:
+            self.assertIn(mode, ("nccl", "cuda", "cuda-shared"))  # auto and cpu always run somewhere
+            return
+        if pl.label == "cuda/nccl":  # NCCL refuses two ranks on one GPU
+            self.assertTrue(nccl and gpus >= max(ws, asked))
+        if pl.shared:
+            self.assertTrue(1 <= pl.gpus <= min(gpus, ws))
+            self.assertEqual(pl.backend, "gloo")
+        if pl.device_type == "cpu":
+            self.assertTrue(mode == "cpu" or gpus == 0)
+        self.assertEqual(pl.shortfall, mode in ("auto", "cuda") and gpus < max(ws, asked))
+        if mode == "auto" and gpus >= 1:
+            self.assertEqual(pl.device_type, "cuda")  # a machine with a GPU runs CUDA code, never CPU
 
 
 class TestNormalizeBackend(unittest.TestCase):
-    def test_no_backend_is_the_devices_default(self):
+    def test_no_backend_is_the_placements_default(self):
         self.assertEqual(normalize_backend(None, "cuda"), "nccl")
         self.assertEqual(normalize_backend("", "cpu"), "gloo")
+        self.assertEqual(normalize_backend(None, "cuda", shared=True), "gloo")
 
-    def test_a_bare_nccl_on_cpu_becomes_gloo(self):
+    def test_a_bare_nccl_on_cpu_or_shared_gpus_becomes_gloo(self):
         self.assertEqual(normalize_backend("NCCL ", "cpu"), "gloo")
         self.assertEqual(normalize_backend("nccl", "cuda"), "nccl")
+        self.assertEqual(normalize_backend("nccl", "cuda", shared=True), "gloo")
         self.assertEqual(normalize_backend("gloo", "cuda"), "gloo")
 
     def test_per_device_entries_for_another_device_are_dropped(self):
         self.assertEqual(normalize_backend("cpu:gloo,cuda:nccl", "cpu"), "cpu:gloo")
         self.assertEqual(normalize_backend("cpu:gloo,cuda:nccl", "cuda"), "cpu:gloo,cuda:nccl")
         self.assertEqual(normalize_backend("cuda:nccl", "cpu"), "gloo")
+
+    def test_shared_gpus_carry_cuda_over_gloo(self):
+        self.assertEqual(normalize_backend("cpu:gloo,cuda:nccl", "cuda", shared=True), "cpu:gloo,cuda:gloo")
+        self.assertEqual(normalize_backend("cpu:gloo", "cuda", shared=True), "cpu:gloo,cuda:gloo")
 
     def test_cuda_gets_nccl_when_the_test_named_only_cpu(self):
         self.assertEqual(normalize_backend("cpu:gloo", "cuda"), "cpu:gloo,cuda:nccl")

@@ -64,8 +64,8 @@ class TestFromTheEnvironment(_Clean):
 
     def test_a_bad_choice_names_the_variable_the_value_and_the_choices(self):
         self.env(device="tpu")
-        with self.assertRaisesRegex(UsageError, r"^HARNESS_DEVICE='tpu' is not one of auto, cpu, cuda; set one of "
-                                                r"them or unset it for the default \(auto\)$"):
+        with self.assertRaisesRegex(UsageError, r"^HARNESS_DEVICE='tpu' is not one of auto, cpu, cuda, nccl, "
+                                                r"cuda-shared; set one of them or unset it for the default \(auto\)$"):
             settings()
 
     def test_a_bad_number_names_the_variable_and_what_it_takes(self):

@@ -1,0 +1,33 @@
+"""torch's own caches do not carry a test's process groups into the next: tests/fixtures/fx_torch_caches.py.
+
+Without the harness clearing DTensor's sharding-propagation caches after the groups of a test are
+destroyed, ``test_2`` fails on every torch version with "Could not resolve the process group
+registered under the name N" (on torch 2.11 with a GPU visible, ``test_4`` too), and passes with
+``HARNESS_REUSE=0``.
+"""
+import unittest
+
+from tests._support import FixtureTestCase
+
+MOD = "tests.fixtures.fx_torch_caches"
+
+
+class TestMeshesOfDestroyedGroupsAreForgotten(FixtureTestCase):
+    ARGS = [MOD, "-v"]
+
+    def test_every_test_passes_on_reused_ranks(self):
+        self.assertEqual(self.r.returncode, 0, self.r.describe())
+        self.assertInReport("Ran 6 tests")
+        self.assertNotIn("Could not resolve the process group", self.r.output)
+
+    def test_the_same_four_processes_ran_every_test(self):
+        rows = self.r.rank_lines("MESH")
+        self.assertEqual(len(rows), 24, self.r.describe())
+        self.assertEqual(len({row["pid"] for row in rows}), 4, self.r.describe())
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
+if __name__ == "__main__":
+    unittest.main()
