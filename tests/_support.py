@@ -39,9 +39,14 @@ def fixture_line(module: str, marker: str) -> int:
 
 
 def base_env(**extra: str | None) -> dict[str, str]:
-    """The caller's environment without HARNESS_* settings (a run must not depend on the outer shell)."""
+    """The caller's environment without HARNESS_* settings (a run must not depend on the outer shell).
+
+    The GPUs are hidden (``CUDA_VISIBLE_DEVICES=""``): the fixtures' reports describe a machine without
+    GPUs, whatever machine runs them. A test about GPUs passes ``CUDA_VISIBLE_DEVICES=None`` to see them.
+    """
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("HARNESS_") and k not in ("HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS", "CI")}
+    env["CUDA_VISIBLE_DEVICES"] = ""
     env["HYPOTHESIS_PROFILE"] = "ci"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"

@@ -22,7 +22,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env(tmpdir: str, **extra: str) -> dict[str, str]:
+def _env(tmpdir: str, **extra: str | None) -> dict[str, str]:
+    """The environment of a torchrun job; the GPUs are hidden (base_env) unless ``CUDA_VISIBLE_DEVICES=None``."""
     env = base_env(**extra)
     env["TMPDIR"] = tmpdir
     env["PYTHONPATH"] = REPO
@@ -42,6 +43,47 @@ class TorchrunCase(unittest.TestCase):
 
     def assertNothingLeft(self) -> None:
         self.assertEqual(sorted(n for n in os.listdir(self.tmpdir) if n.startswith("harness-")), [])
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+class TestPlacementUnderTorchrun(TorchrunCase):
+    """The launched world chooses its placement for the node's local ranks, as the pool does for a test."""
+
+    def launch(self, **env: str | None) -> str:
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
+                            "-v", "TestLaunched.test_a_all_reduce"], _env(self.tmpdir, **env))
+        self.assertNothingLeft()
+        return out.stdout + out.stderr + f"\n[exit code {out.returncode}]"
+
+    def test_one_gpu_per_rank_asked_for_on_a_node_without_gpus_skips_with_the_reason(self):
+        text = self.launch(HARNESS_DEVICE="nccl")
+        self.assertIn("skipped 'needs 2 GPUs, found 0 (HARNESS_DEVICE=nccl: one GPU per rank) on this node'", text)
+        self.assertIn("[exit code 0]", text)
+
+    def test_local_ranks_share_the_nodes_gpus_over_gloo(self):
+        if _gpus() < 1:
+            self.skipTest("needs a GPU: two local ranks on this node's GPUs; this machine has none")
+        # cuda-shared: shared even where the node has two GPUs; on a one-GPU node auto does the same
+        text = self.launch(HARNESS_DEVICE="cuda-shared", CUDA_VISIBLE_DEVICES=None)
+        rows = re.findall(r"\[rank (\d)\] LAUNCHED rank=\d pid=\d+ sum=(\d+) device=(\w+) at=(\S+) backend=(\w+)",
+                          text)
+        self.assertEqual(sorted(r[0] for r in rows), ["0", "1"], text)
+        self.assertEqual({(r[1], r[2], r[4]) for r in rows}, {("3", "cuda", "gloo")}, text)
+        self.assertEqual({r[3] for r in rows}, {f"cuda:{r % _gpus()}" for r in range(2)}, text)
+        self.assertIn("[exit code 0]", text)
+
+    def test_auto_on_a_node_with_fewer_gpus_than_local_ranks_is_not_refused_by_nccl(self):
+        if _gpus() != 1:
+            self.skipTest(f"needs exactly one GPU (two local ranks on it under auto); this machine has {_gpus()}")
+        text = self.launch(HARNESS_DEVICE="auto", CUDA_VISIBLE_DEVICES=None)
+        self.assertNotIn("Duplicate GPU detected", text)
+        self.assertRegex(text, r"LAUNCHED rank=\d pid=\d+ sum=3 device=cuda at=cuda:0 backend=gloo")
+        self.assertIn("[exit code 0]", text)
 
 
 class TestStandalone(TorchrunCase):
