@@ -65,13 +65,16 @@ def note_fallback(reason: str, test_id: str) -> None:
 
 
 def fallback_lines() -> list[str]:
-    """One line per reason that tests ran on CPU instead of GPUs, naming the tests."""
+    """One line per reason that tests ran on CPU, or on GPUs their ranks shared, for want of GPUs, naming the tests."""
     lines = []
     for reason, tests in fallbacks.items():
         shown = ", ".join(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
-        why = reason.removesuffix(": ran on CPU/gloo")
-        lines.append(f"{len(tests)} test(s) ran on CPU/gloo, not GPUs ({why}): {shown}; "
-                     "HARNESS_DEVICE=cuda would skip them instead")
+        if reason.endswith(": ran on CPU/gloo"):
+            where, why = "on CPU/gloo, not GPUs", reason.removesuffix(": ran on CPU/gloo")
+        else:
+            where, why = "on shared GPUs over gloo, not one GPU per rank on NCCL", reason
+        lines.append(f"{len(tests)} test(s) ran {where} ({why}): {shown}; HARNESS_DEVICE=nccl would skip them "
+                     "instead")
     return lines
 
 

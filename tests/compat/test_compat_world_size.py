@@ -51,15 +51,14 @@ class TestWorldSizeFromDeviceCount(FixtureTestCase):
 
 
 class TestWorldSizeUnderDeviceCuda(FixtureTestCase):
-    """HARNESS_DEVICE=cuda without GPUs: the world the test asks for is named in the skip, not a 0 error."""
+    """HARNESS_DEVICE=nccl without GPUs (hidden): the world the test asks for is named in the skip, not a 0 error."""
 
     ARGS = [f"{MOD}.TestACudaCount", "-v"]
-    ENV = {"HARNESS_DEVICE": "cuda"}
+    ENV = {"HARNESS_DEVICE": "nccl"}
 
     def test_skipped_with_the_asked_world(self):
-        skip_if_gpus()
         self.assertEqual(self.r.returncode, 0, self.r.describe())
-        self.assertInReport("skipped 'needs 2 GPUs, found 0 (HARNESS_DEVICE=cuda)'")
+        self.assertInReport("skipped 'needs 2 GPUs, found 0 (HARNESS_DEVICE=nccl: one GPU per rank)'")
         self.assertEqual(self.r.rank_lines("CUDACOUNT"), [])
 
 
