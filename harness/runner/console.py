@@ -115,7 +115,7 @@ class Console:
         if stopped:
             out.append(f"\n{stopped}\n")
         elif not_run:
-            out.append(f"\n{not_run} selected tests did not run (their class or module set-up failed; see above)\n")
+            out.append(f"\n{not_run} selected tests did not run (their class or module set-up failed or skipped them; see above)\n")
         out += [f"\n{note.rstrip()}\n" for note in notes if note]
         self.write("".join(out))
 

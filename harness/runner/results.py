@@ -156,7 +156,8 @@ class RunnerResult(unittest.TestResult):
         self._t0 = time.monotonic()
         super().startTest(test)
 
-    def _entry_for(self, test: Any) -> Entry:
+    def _entry_for(self, test: Any, outside: Status = Status.ERROR) -> Entry:
+        """The entry of the running test, or a new one for an outcome outside any test (``outside``: its status)."""
         if isinstance(test, unittest.case._SubTest):
             test = test.test_case
         cur = self._current
@@ -165,7 +166,7 @@ class RunnerResult(unittest.TestResult):
         # An error outside any test (setUpClass, setUpModule, ...): a failed entry of its own.
         desc = getattr(test, "description", None) or test.id()
         module = module_of(test)
-        entry = Entry(desc, module, module, desc, status=Status.ERROR, real=False)
+        entry = Entry(desc, module, module, desc, status=outside, real=False)
         self.entries.append(entry)
         self.listener.test_done(entry, None)
         return entry
@@ -195,7 +196,7 @@ class RunnerResult(unittest.TestResult):
     def addSkip(self, test: Any, reason: str) -> None:
         self._outcome_seen = True
         super().addSkip(test, reason)
-        entry = self._entry_for(test)
+        entry = self._entry_for(test, Status.SKIPPED)  # a class or module skipped in its set-up is a skip
         if isinstance(test, unittest.case._SubTest):
             entry.sub_skipped.append((test._subDescription(), reason))
             self.listener.subtest_done(Status.SKIPPED, test._subDescription(), reason)

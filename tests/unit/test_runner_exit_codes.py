@@ -37,6 +37,51 @@ class TestExitCode(unittest.TestCase):
         self.assertEqual(exit_code([], "interrupted (Ctrl-C)"), ExitCode.INTERRUPTED)
 
 
+class _Listener:
+    def test_done(self, entry, result) -> None:
+        pass
+
+    def subtest_done(self, status, description, reason) -> None:
+        pass
+
+
+class TestClassSetUp(unittest.TestCase):
+    """A class whose setUpClass skips (no GPU here) is a skip with its reason, and one that raises is an error."""
+
+    def run_classes(self, *classes: type) -> list:
+        from harness.runner.results import RunnerResult
+
+        result = RunnerResult(_Listener(), buffer=False, failfast=False, keep_output=False)
+        loader = unittest.TestLoader()
+        unittest.TestSuite([loader.loadTestsFromTestCase(c) for c in classes]).run(result)
+        return result.entries
+
+    def test_a_skipped_class_is_a_skip_not_an_error(self):
+        class NeedsAGpu(unittest.TestCase):
+            @classmethod
+            def setUpClass(cls):
+                raise unittest.SkipTest("needs a GPU; this machine has none")
+
+            def test_x(self):
+                pass
+
+        [e] = self.run_classes(NeedsAGpu)
+        self.assertEqual((e.status, e.reason, e.real), (Status.SKIPPED, "needs a GPU; this machine has none", False))
+        self.assertEqual(exit_code([e]), ExitCode.NO_TESTS)
+
+    def test_a_class_whose_set_up_raises_is_an_error(self):
+        class Broken(unittest.TestCase):
+            @classmethod
+            def setUpClass(cls):
+                raise RuntimeError("fixture did not start")
+
+            def test_x(self):
+                pass
+
+        [e] = self.run_classes(Broken)
+        self.assertEqual((e.status, e.real), (Status.ERROR, False))
+
+
 class TestUsage(unittest.TestCase):
     """Usage errors end with 2 and the count line, before any test is collected."""
 
