@@ -18,7 +18,7 @@ from harness.errors import HarnessError
 from harness.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
                              read_bounded, tidy_stack)
 
-__all__ = ["RankPool", "Terminated", "get_pool", "discard_pool", "shutdown_all"]
+__all__ = ["RankPool", "Terminated", "get_pool", "discard_pool", "shutdown_all", "install_sigterm_handler"]
 
 _POOLS: dict[tuple[int, str], "RankPool"] = {}
 
@@ -56,7 +56,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated("terminated by SIGTERM")
 
 
-def _handle_sigterm() -> None:
+def install_sigterm_handler() -> None:
     """Make SIGTERM (``timeout``, a CI cancel, ``kill``) clean up like Ctrl-C; leave a program's own handler."""
     if threading.current_thread() is not threading.main_thread():
         return
@@ -343,7 +343,7 @@ def get_pool(world_size: int, kind: str, threads: int, conf: Settings) -> RankPo
     key = (world_size, kind)
     pool = _POOLS.get(key)
     if pool is None or pool.broken:
-        _handle_sigterm()
+        install_sigterm_handler()
         pool = RankPool(world_size, kind, threads, conf)
         _POOLS[key] = pool
     return pool

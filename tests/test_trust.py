@@ -174,6 +174,22 @@ class TestInterrupts(unittest.TestCase):
         self.assertEqual(run["rc"], 143, run["out"] + run["err"])
         self.check_clean(run)
 
+    def test_ctrl_c_with_jobs_stops_every_worker(self):
+        run = self.interrupt(signal.SIGINT, True, ["run_tests.py", "tests.fixtures.fx_slow", "-j", "2"])
+        self.assertEqual(run["rc"], 130, run["out"] + run["err"])
+        self.assertRegex(run["out"], r"j\d \[\d/\d\] INTR\s+tests\.fixtures\.fx_slow\.TestBSlow\.test_still_running")
+        self.assertIn("interrupted (Ctrl-C) while this test was running", run["out"])
+        self.check_clean(run)
+
+    def test_sigterm_to_the_parent_only_with_jobs_stops_every_worker(self):
+        run = self.interrupt(signal.SIGTERM, False, ["run_tests.py", "tests.fixtures.fx_slow", "-j", "2"])
+        self.assertEqual(run["rc"], 143, run["out"] + run["err"])
+        self.assertIn("terminated (SIGTERM) while this test was running", run["out"])
+        case = [c for c in run["xml"].iter("testcase") if c.get("name") == "test_still_running"]
+        self.assertEqual(len(case), 1, run["out"])
+        self.assertEqual(case[0].find("error").get("type"), "Interrupted")
+        self.check_clean(run)
+
     def test_sigterm_under_plain_unittest(self):
         run = self.interrupt(signal.SIGTERM, True, ["-m", "unittest", "tests.fixtures.fx_slow"])
         self.assertEqual(run["rc"], 143, run["out"] + run["err"])

@@ -108,6 +108,11 @@ def build_parser(defaults: Defaults = Defaults()) -> argparse.ArgumentParser:
     how.add_argument("--hypothesis-profile", choices=tuple(PROFILES),
                      help="overrides HYPOTHESIS_PROFILE (ci: 2 derandomized examples; dev: 5; nightly: 50; default: "
                           "the environment's, else ci under CI=true, else dev)")
+    how.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                     help="run the tests in N runner processes at once, each class in one of them, balanced by the "
+                          "times file (a machine with many cores; each job starts its own ranks, and their threads "
+                          "default to cores / (2 N)); default 1")
+    how.add_argument("--job-of", nargs=2, metavar=("IDS", "REPORT"), help=argparse.SUPPRESS)  # a --jobs worker
     how.add_argument("--failfast", action="store_true", help="stop after the first failing or erroring test")
     how.add_argument("--shuffle", nargs="?", type=int, const=-1, default=None, metavar="SEED",
                      help="run the tests in a random order: the classes shuffled, and the tests within each class "
@@ -149,6 +154,8 @@ def parse(args: argparse.Namespace, defaults: Defaults = Defaults()) -> Options:
             raise UsageError(f"--shard {index} {count}: need N >= 1 and 1 <= I <= N (shards count from 1)")
     if args.slowest < 0:
         raise UsageError(f"--slowest {args.slowest}: must be >= 0")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: must be >= 1")
     root = (defaults.root or Path.cwd()).resolve()
     folders = defaults.folders
     for fs in defaults.folder_sets:
@@ -164,7 +171,8 @@ def parse(args: argparse.Namespace, defaults: Defaults = Defaults()) -> Options:
                    update_times=args.update_times, list_only=args.list_only, device=args.device,
                    timeout=args.timeout, hypothesis_profile=args.hypothesis_profile, failfast=args.failfast,
                    shuffle_seed=seed, fail_env_changed=args.fail_env_changed, buffer=args.buffer,
-                   verbose=args.verbose, junit_xml=args.junit_xml, slowest=args.slowest)
+                   verbose=args.verbose, junit_xml=args.junit_xml, slowest=args.slowest, jobs=args.jobs,
+                   job_of=tuple(args.job_of) if args.job_of else None)
 
 
 def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> ExitCode:

@@ -14,7 +14,7 @@ from harness.runner.console import Console
 from harness.runner.results import RunnerResult, exit_code, interrupt_reason
 from harness.runner.selection import check_includes, collect, module_of, select, shuffle
 from harness.runner.sharding import load_times, save_times, shard
-from harness.status import ExitCode, Status
+from harness.status import BAD, ExitCode, Status
 
 __all__ = ["Options", "Plan", "prepare", "execute"]
 
@@ -43,6 +43,8 @@ class Options:
     verbose: bool = False
     junit_xml: str | None = None
     slowest: int = 10
+    jobs: int = 1  # runner processes at once (harness.runner.jobs)
+    job_of: tuple[str, str] | None = None  # in a --jobs worker: (file of its test ids, where its report goes)
 
     @property
     def where(self) -> str:
@@ -99,6 +101,11 @@ def prepare(options: Options) -> Plan:
         index, count = options.shard
         tests, how = shard(tests, index, count, load_times(options.times_file))
         notes.append(how.note(index, options.times_file))
+    if options.job_of is not None:  # a --jobs worker: the parent's share for it, in the parent's order
+        with open(options.job_of[0]) as f:
+            mine = [line.strip() for line in f if line.strip()]
+        by_id = {t.id(): t for t in tests}
+        tests = [by_id[i] for i in mine if i in by_id]
     if options.shuffle_seed is not None:
         tests = shuffle(tests, options.shuffle_seed)
         notes.append(f"shuffled with seed {options.shuffle_seed} (--shuffle {options.shuffle_seed} runs this order "
@@ -137,46 +144,66 @@ def _header(plan: Plan) -> str:
             f"hypothesis profile={profile_name()}")
 
 
+def _parallel(plan: Plan) -> bool:
+    from harness import torchrun
+
+    return plan.options.jobs > 1 and plan.options.job_of is None and not torchrun.launched() and len(plan.tests) > 1
+
+
 def _run(plan: Plan, out: TextIO) -> ExitCode:
     options, tests = plan.options, plan.tests
     if not plan.reporting:
         out = open(os.devnull, "w")
     console = Console(out, len(tests), options.verbose, width=min(90, max((len(t.id()) for t in tests), default=0)))
-    console.write("".join(line + "\n" for line in [_header(plan), *plan.notes]))
+    if options.job_of is None:
+        console.write("".join(line + "\n" for line in [_header(plan), *plan.notes]))
 
-    result = RunnerResult(console, buffer=options.buffer, failfast=options.failfast, keep_output=options.verbose)
     started = time.monotonic()
     interrupted = ""
-    result.startTestRun()
-    try:
-        unittest.TestSuite(tests).run(result)
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.pool.Terminated)
-        interrupted = interrupt_reason(exc)
-        result.stop_interrupted()
-    finally:
-        result.stopTestRun()
-        notes = _after_the_tests(plan)
+    if _parallel(plan):
+        from harness.hypothesis_support import profile_name
+        from harness.runner.jobs import run_jobs
+
+        outcome = run_jobs(options, profile_name(), tests, options.jobs, load_times(options.times_file), out)
+        entries, notes, ran, interrupted = outcome.entries, outcome.notes, outcome.started, outcome.interrupted
+    else:
+        result = RunnerResult(console, buffer=options.buffer, failfast=options.failfast, keep_output=options.verbose)
+        result.startTestRun()
+        try:
+            unittest.TestSuite(tests).run(result)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.pool.Terminated)
+            interrupted = interrupt_reason(exc)
+            result.stop_interrupted()
+        finally:
+            result.stopTestRun()
+            notes = _after_the_tests(plan)
+        entries, ran = result.entries, result.started
+        if options.job_of is not None:  # a --jobs worker: the parent reports
+            from harness.runner.jobs import write_worker_report
+
+            write_worker_report(options.job_of[1], entries, notes, ran)
+            return exit_code(entries, interrupted)
     wall = time.monotonic() - started
 
-    not_run = len(tests) - result.started
+    not_run = len(tests) - ran
     stopped = ""
     if interrupted:
         stopped = f"{interrupted}: {not_run} of {len(tests)} selected tests did not run"
-    elif result.shouldStop and not_run:
+    elif options.failfast and not_run and any(e.status in BAD for e in entries):
         stopped = f"stopped after the first failure (--failfast): {not_run} of {len(tests)} selected tests did not run"
-    console.summary(result.entries, options.slowest, wall, stopped, not_run, notes)
+    console.summary(entries, options.slowest, wall, stopped, not_run, notes)
 
     if options.junit_xml and plan.reporting:
         from harness.runner.junit import write_junit
 
-        write_junit(options.junit_xml, result.entries, wall)
+        write_junit(options.junit_xml, entries, wall)
         console.write(f"JUnit XML: {options.junit_xml}\n")
     if options.update_times and plan.reporting:
-        ran = {e.test_id: e.seconds for e in result.entries if e.status != Status.SKIPPED and e.real}
-        save_times(options.times_file, ran)
-        console.write(f"times of {len(ran)} tests merged into {options.times_file}\n")
-    console.count_line(result.entries, len(tests), plan.discovered, options.where, bool(interrupted))
-    return exit_code(result.entries, interrupted)
+        timed = {e.test_id: e.seconds for e in entries if e.status != Status.SKIPPED and e.real}
+        save_times(options.times_file, timed)
+        console.write(f"times of {len(timed)} tests merged into {options.times_file}\n")
+    console.count_line(entries, len(tests), plan.discovered, options.where, bool(interrupted))
+    return exit_code(entries, interrupted)
 
 
 def _after_the_tests(plan: Plan) -> list[str]:

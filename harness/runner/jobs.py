@@ -1,0 +1,203 @@
+"""``--jobs N``: the selected tests run in N worker processes of the runner at once, each class in one of them.
+
+On a machine with many cores (a 16-core GPU machine, say) one runner leaves most of them idle: a test's
+ranks start, import torch (seconds with a CUDA build) and run one test at a time. With ``--jobs N`` the
+parent splits the tests by class (a class and its ``setUpClass`` never run twice), balanced by the times
+file, and starts N workers, each ``python -m harness`` over the same folders or targets, told which
+tests are its share. Each worker has its own rank pools. The parent forwards each worker's per-test
+lines as they come (``j2 [ 3/40] PASS ...``), then reads back every worker's entries (the same data a
+single runner keeps) and reports once: the summary, the JUnit XML, the times file, the exit code.
+A worker that dies without reporting is an error naming its tests and the end of its output.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from typing import Any, Mapping, Sequence, TextIO
+
+from harness.pool import Terminated, install_sigterm_handler
+from harness.runner.results import Entry, Problem
+from harness.runner.sharding import split
+from harness.status import Status
+
+__all__ = ["class_key", "split_by_class", "worker_argv", "run_jobs", "write_worker_report", "JobsOutcome"]
+
+# A worker's per-test line (harness.runner.console.Console.test_done): forwarded as it comes.
+_TEST_LINE = re.compile(r"^\[\s*[\d-]+/\d+\] ")
+
+
+def class_key(test_id: str) -> str:
+    """``pkg.mod.Class.test_x`` -> ``pkg.mod.Class``: the unit a worker takes whole."""
+    return test_id.rpartition(".")[0] or test_id
+
+
+def split_by_class(ids: Sequence[str], count: int, times: Mapping[str, float]) -> list[list[str]]:
+    """``ids`` in ``count`` parts, each class whole, balanced by the recorded durations (longest first).
+
+    Example::
+
+        split_by_class(["m.A.t1", "m.A.t2", "m.B.t1"], 2, {"m.A.t1": 5.0})   # [["m.A.t1", "m.A.t2"], ["m.B.t1"]]
+    """
+    classes: dict[str, list[str]] = {}
+    for test_id in ids:
+        classes.setdefault(class_key(test_id), []).append(test_id)
+    known = [times[i] for i in ids if i in times]
+    default = sum(known) / len(known) if known else 1.0
+    weight = {key: sum(times.get(i, default) for i in members) for key, members in classes.items()}
+    keys = list(classes)
+    owners = split(keys, count, weight).owners
+    parts: list[list[str]] = [[] for _ in range(count)]
+    for key, owner in zip(keys, owners):
+        parts[owner].extend(classes[key])
+    order = {test_id: n for n, test_id in enumerate(ids)}
+    return [sorted(part, key=order.__getitem__) for part in parts if part]
+
+
+def worker_argv(options: Any, profile: str, ids_file: str, report_file: str) -> list[str]:
+    """The command line of one worker: the same folders or targets, settings and reporting, and its share."""
+    argv = [sys.executable, "-m", "harness", *(options.targets or options.folders), "--job-of", ids_file, report_file,
+            "--hypothesis-profile", profile, "--slowest", "0"]
+    if options.device:
+        argv += ["--device", options.device]
+    if options.timeout is not None:
+        argv += ["--timeout", repr(options.timeout)]
+    if options.fail_env_changed:
+        argv.append("--fail-env-changed")
+    if options.failfast:
+        argv.append("--failfast")
+    if not options.buffer:
+        argv.append("--no-buffer")
+    if options.verbose:
+        argv.append("-v")
+    return argv
+
+
+def write_worker_report(path: str, entries: list[Entry], notes: list[str], started: int) -> None:
+    """What a worker hands back to the parent: its entries (plain data) and its end-of-run notes."""
+    with open(path + ".tmp", "wb") as f:
+        pickle.dump({"entries": entries, "notes": notes, "started": started}, f)
+    os.replace(path + ".tmp", path)
+
+
+class JobsOutcome:
+    """What the workers reported, merged: entries in worker order, notes without repeats."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.notes: list[str] = []
+        self.started = 0
+        self.interrupted = ""
+
+
+def _threads_per_rank(jobs: int) -> str:
+    """HARNESS_THREADS for the workers' ranks when the user set none: the cores shared by the jobs (two ranks each)."""
+    return str(max(1, (os.cpu_count() or 1) // (2 * jobs)))
+
+
+def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], jobs: int,
+             times: Mapping[str, float], out: TextIO) -> JobsOutcome:
+    """Run ``tests`` in ``jobs`` workers; forward their per-test lines to ``out``; merge their reports."""
+    from harness.runner.results import interrupt_reason
+
+    ids = [t.id() for t in tests]
+    parts = split_by_class(ids, jobs, times)
+    outcome = JobsOutcome()
+    tmp = tempfile.mkdtemp(prefix="harness-jobs-")
+    env = dict(os.environ)
+    env.setdefault("HARNESS_THREADS", _threads_per_rank(len(parts)))
+    env["PYTHONUNBUFFERED"] = "1"
+    procs: list[tuple[int, subprocess.Popen, str, list[str], list[str]]] = []
+    lock = threading.Lock()
+
+    def pump(k: int, proc: subprocess.Popen, tail: list[str]) -> None:
+        for line in proc.stdout:
+            tail.append(line)
+            del tail[:-200]
+            if _TEST_LINE.match(line):
+                with lock:
+                    out.write(f"j{k} {line}")
+                    out.flush()
+
+    readers = []
+    install_sigterm_handler()  # SIGTERM here unwinds like Ctrl-C, so the workers are stopped too
+    try:
+        for k, part in enumerate(parts, 1):
+            ids_file, report_file = os.path.join(tmp, f"job{k}.ids"), os.path.join(tmp, f"job{k}.report")
+            with open(ids_file, "w") as f:
+                f.write("".join(i + "\n" for i in part))
+            proc = subprocess.Popen(worker_argv(options, profile, ids_file, report_file), cwd=str(options.root),
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    errors="replace")
+            tail: list[str] = []
+            procs.append((k, proc, report_file, part, tail))
+            reader = threading.Thread(target=pump, args=(k, proc, tail), daemon=True)
+            reader.start()
+            readers.append(reader)
+        for _, proc, _, _, _ in procs:
+            proc.wait()
+    except KeyboardInterrupt as exc:
+        # Ctrl-C reached the workers too (one terminal process group): they stop their tests and report.
+        # SIGTERM (harness.pool.Terminated) may have reached only this process: pass it on.
+        outcome.interrupted = interrupt_reason(exc)
+        if isinstance(exc, Terminated):
+            _signal_all(procs, signal.SIGTERM)
+        if not _wait_all(procs, 15.0):
+            _signal_all(procs, signal.SIGTERM)
+            if not _wait_all(procs, 15.0):
+                _signal_all(procs, signal.SIGKILL)
+                _wait_all(procs, 5.0)
+    for reader in readers:
+        reader.join(5)
+    for k, proc, report_file, part, tail in procs:
+        try:
+            with open(report_file, "rb") as f:
+                report = pickle.load(f)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            if outcome.interrupted:
+                continue
+            outcome.entries.append(_lost_worker(k, proc.returncode, part, tail))
+            continue
+        outcome.entries += report["entries"]
+        outcome.started += report["started"]
+        outcome.notes += [n for n in report["notes"] if n not in outcome.notes]
+    shutil.rmtree(tmp, ignore_errors=True)
+    return outcome
+
+
+def _signal_all(procs: list, signum: int) -> None:
+    for _, proc, _, _, _ in procs:
+        if proc.poll() is None:
+            try:
+                proc.send_signal(signum)
+            except OSError:
+                pass
+
+
+def _wait_all(procs: list, seconds: float) -> bool:
+    """Wait up to ``seconds`` for every worker to end; True when they all did."""
+    deadline = time.monotonic() + seconds
+    for _, proc, _, _, _ in procs:
+        try:
+            proc.wait(max(0.05, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return False
+    return True
+
+
+def _lost_worker(k: int, code: int | None, part: list[str], tail: list[str]) -> Entry:
+    shown = ", ".join(part[:3]) + (f" and {len(part) - 3} more" if len(part) > 3 else "")
+    text = (f"job {k} ended (exit code {code}) without reporting its {len(part)} tests ({shown}); the end of its "
+            "output:\n\n" + "".join(tail[-60:]))
+    name = f"job {k} ({len(part)} tests)"
+    entry = Entry(name, "jobs", "jobs", name, status=Status.ERROR, real=False)
+    entry.problems.append(Problem(Status.ERROR, name, text))
+    return entry

@@ -1,0 +1,54 @@
+"""run_tests.py -j 2: two runner processes share a module's classes and the parent reports once."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import uuid
+import xml.etree.ElementTree as ET
+
+from tests._support import REPO, RUN_TIMEOUT, TOKEN_VAR, base_env, wait_until_gone
+
+
+class TestTwoJobs(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = tempfile.mkdtemp(prefix="distharness-suite-")
+        cls.token = uuid.uuid4().hex
+        junit = os.path.join(cls.tmp, "junit.xml")
+        env = base_env(TMPDIR=cls.tmp, **{TOKEN_VAR: cls.token})
+        cls.proc = subprocess.run([sys.executable, "run_tests.py", "tests.fixtures.fx_pass", "-j", "2",
+                                   "--junit-xml", junit], cwd=REPO, env=env, capture_output=True, text=True,
+                                  timeout=RUN_TIMEOUT)
+        cls.out = cls.proc.stdout + cls.proc.stderr
+        cls.xml = ET.parse(junit).getroot() if os.path.exists(junit) else None
+        cls.left = wait_until_gone(cls.token)
+        cls.leftover_temp = sorted(n for n in os.listdir(cls.tmp) if n.startswith("harness-"))
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_the_same_verdict_as_one_runner(self):
+        self.assertEqual(self.proc.returncode, 0, self.out)
+        self.assertEqual(self.proc.stdout.rstrip().splitlines()[-1], "8 passed, 0 failed, 2 skipped", self.out)
+
+    def test_both_workers_ran_tests_and_each_class_in_one_of_them(self):
+        workers = {}
+        for line in self.out.splitlines():
+            if line.startswith("j") and "tests.fixtures.fx_pass." in line:
+                job, test_id = line.split()[0], next(w for w in line.split() if w.startswith("tests.fixtures"))
+                workers.setdefault(test_id.rpartition(".")[0], set()).add(job)
+        self.assertEqual({j for jobs in workers.values() for j in jobs}, {"j1", "j2"}, self.out)
+        self.assertTrue(all(len(jobs) == 1 for jobs in workers.values()), workers)
+
+    def test_one_summary_and_one_junit_file_for_all_of_them(self):
+        self.assertEqual(self.out.count("SUMMARY ("), 1, self.out)
+        self.assertIsNotNone(self.xml, self.out)
+        self.assertEqual(len(list(self.xml.iter("testcase"))), 10)
+
+    def test_nothing_left_behind(self):
+        self.assertEqual(self.left, {})
+        self.assertEqual(self.leftover_temp, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
