@@ -16,10 +16,11 @@ Checked here beyond upstream:
   takes two Adam steps on seeded batches before saving, so every stage has real Adam state (``step`` 2,
   moments non-zero in every element, for every seed: the batches are non-negative and the activation is
   LeakyReLU, see ``models.NEG_SLOPE``, so every element of every gradient is positive; with upstream's
-  ReLU about 18 % of the moments were zeros, which loading could not be told from not loading). A stage that never stepped would have empty Adam state; ``get_state_dict`` fills an
-  empty state with a zero-learning-rate step (``step`` 1, zero moments), which is also what the freshly
-  built FSDP optimizer holds before loading, so such a stage could not show whether loading worked: we
-  do not save one;
+  ReLU about 18 % of the moments were zeros, which loading could not be told from not loading). A stage
+  that never stepped would have empty Adam state; ``get_state_dict`` fills an empty state with a
+  zero-learning-rate step (``step`` 1, zero moments), which is also what the freshly built FSDP
+  optimizer holds before loading, so such a stage could not show whether loading worked: we do not save
+  one;
 * what ``get_state_dict`` leaves out of a rank's stage is exactly the meta tensors of the other stages;
 * after loading, each FSDP layer's weights and Adam state (moments, step, hyperparameters), gathered as a
   full state dict, equal what its stage saved bit for bit, and they differed before loading (the Adam
