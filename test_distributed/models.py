@@ -10,6 +10,14 @@ import torch.nn as nn
 #: upstream's width is 500; the checkpoint scenarios only need shapes FSDP splits unevenly over 4 ranks
 DCP_DIM = 36
 
+#: The models' activation is LeakyReLU with this slope where upstream's is ReLU. A ReLU unit that is
+#: negative on every sample of a batch passes no gradient, so with ReLU whether a parameter trains, and
+#: whether a loaded value reaches the output, depended on the seed: for some seeds whole layers got no
+#: gradient, loss and parameter parity held trivially (all zeros), and 18 to 73 % of the Adam moments a
+#: checkpoint test loaded were zeros a fresh optimizer has too. LeakyReLU's derivative is never zero, so
+#: every parameter gets a gradient for every seed, and the suites can assert that every element trained.
+NEG_SLOPE = 0.1
+
 
 class PreTrainedModel(nn.Module):
     """The model pretrained and checkpointed in ``test_fine_tuning``: plain, nested and listed Linears."""
@@ -19,14 +27,14 @@ class PreTrainedModel(nn.Module):
         self.layer1 = nn.Linear(dim, dim)
         self.layer2 = nn.Linear(dim, dim)
         self.layer3 = nn.Linear(dim, dim)
-        self.sequential = nn.Sequential(nn.Linear(dim, dim), nn.ReLU())
-        self.module_list = nn.ModuleList([nn.Linear(dim, dim), nn.ReLU()])
-        self.relu = nn.ReLU()
+        self.sequential = nn.Sequential(nn.Linear(dim, dim), nn.LeakyReLU(NEG_SLOPE))
+        self.module_list = nn.ModuleList([nn.Linear(dim, dim), nn.LeakyReLU(NEG_SLOPE)])
+        self.act = nn.LeakyReLU(NEG_SLOPE)
 
     def forward(self, batch: torch.Tensor) -> torch.Tensor:
-        x = self.relu(self.layer1(batch))
-        x = self.relu(self.layer2(x))
-        x = self.relu(self.layer3(x))
+        x = self.act(self.layer1(batch))
+        x = self.act(self.layer2(x))
+        x = self.act(self.layer3(x))
         x = self.sequential(x)
         return self.module_list[1](self.module_list[0](x))
 
@@ -41,13 +49,13 @@ class FineTuningModel(nn.Module):
         self.layer1 = nn.Linear(dim, dim)
         self.layer2 = nn.Linear(dim, dim)
         self.layer3 = nn.Linear(dim, dim)
-        self.relu = nn.ReLU()
+        self.act = nn.LeakyReLU(NEG_SLOPE)
 
     def forward(self, batch: torch.Tensor) -> torch.Tensor:
-        x = self.relu(self.pretrain(batch))
-        x = self.relu(self.layer1(x))
-        x = self.relu(self.layer2(x))
-        return self.relu(self.layer3(x))
+        x = self.act(self.pretrain(batch))
+        x = self.act(self.layer1(x))
+        x = self.act(self.layer2(x))
+        return self.act(self.layer3(x))
 
 
 class PipelineModel(nn.Module):
@@ -59,14 +67,14 @@ class PipelineModel(nn.Module):
         self.layer2 = nn.Linear(dim, dim)
         self.layer3 = nn.Linear(dim, dim)
         self.layer4 = nn.Linear(dim, dim)
-        self.relu = nn.ReLU()
+        self.act = nn.LeakyReLU(NEG_SLOPE)
 
     def stages(self) -> list[nn.Linear]:
         return [self.layer1, self.layer2, self.layer3, self.layer4]
 
     def forward(self, batch: torch.Tensor) -> torch.Tensor:
         for layer in self.stages():
-            batch = self.relu(layer(batch))
+            batch = self.act(layer(batch))
         return batch
 
 
@@ -78,12 +86,13 @@ FSDP_DIM = 9
 
 
 class UnitModule(nn.Module):
-    """Upstream's ``UnitModule``: the unit ``fully_shard`` wraps (Linear, ReLU-Linear-ReLU, Linear)."""
+    """Upstream's ``UnitModule``: the unit ``fully_shard`` wraps (Linear, act-Linear-act, Linear), with
+    LeakyReLU for ReLU (see ``NEG_SLOPE``)."""
 
     def __init__(self, device: torch.device | str, dim: int = FSDP_DIM) -> None:
         super().__init__()
         self.l1 = nn.Linear(dim, dim, device=device)
-        self.seq = nn.Sequential(nn.ReLU(), nn.Linear(dim, dim, device=device), nn.ReLU())
+        self.seq = nn.Sequential(nn.LeakyReLU(NEG_SLOPE), nn.Linear(dim, dim, device=device), nn.LeakyReLU(NEG_SLOPE))
         self.l2 = nn.Linear(dim, dim, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -104,7 +113,7 @@ class CompositeParamModel(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = self.u2(self.u1(self.l(x)))
-        return nn.functional.relu(a @ self.p)
+        return nn.functional.leaky_relu(a @ self.p, NEG_SLOPE)
 
 
 class TransformerWithSharedParams(nn.Module):
@@ -119,7 +128,8 @@ class TransformerWithSharedParams(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(vocab, d_model, device=device)
         self.transformer = nn.Transformer(d_model=d_model, nhead=2, num_encoder_layers=2, num_decoder_layers=2,
-                                          dim_feedforward=8, dropout=0.0, batch_first=True, device=device)
+                                          dim_feedforward=8, dropout=0.0, batch_first=True, device=device,
+                                          activation="gelu")  # no dead units, see NEG_SLOPE
         self.output_proj = nn.Linear(d_model, vocab, device=device)
         self.output_proj.weight = self.embed_tokens.weight  # the shared parameter
         self.bn = nn.BatchNorm1d(d_model, device=device)

@@ -18,7 +18,13 @@ Checked here beyond upstream:
 * the fine-tuning checkpoint's DCP metadata holds no frozen parameter (Adam is given only the trainable
   parameters, so not even the saved param group names a frozen one), and the key layout of both
   checkpoints is pinned with ``assertExpectedInline``;
-* hypothesis draws the seed that initialises the models and draws the batches.
+* every round's training moves every element of every trainable parameter, and before the restart
+  resumes, every element of the fresh Adam state (step, moments) differs from what was saved, so the
+  bit-for-bit comparisons after loading cannot pass by a value that was already there;
+* hypothesis draws the seed that initialises the models and draws the batches. The checks hold for every
+  seed: the models have no unit that passes a zero gradient (LeakyReLU where upstream has ReLU, see
+  ``models.NEG_SLOPE``); with ReLU about 73 % of the trainable elements got no gradient on every seed, so
+  their saved Adam moments were the zeros a fresh optimizer holds too.
 """
 from __future__ import annotations
 
@@ -111,6 +117,23 @@ class TestFineTuning(DTensorTestBase):
         for fqn, state in expected["state"].items():
             self._assert_same(actual["state"][fqn], state, f"{what}: optimizer state of {fqn}")
         self.assertEqual(actual["param_groups"], expected["param_groups"], msg=f"{what}: param groups")
+
+    def _assert_optim_differs(self, actual: dict, expected: dict, what: str) -> None:
+        """Before a load: every element of every Adam state tensor differs (a fresh optimizer's step and
+        zero moments against trained ones, non-zero wherever a gradient was, which is everywhere)."""
+        self.assertEqual(sorted(actual["state"]), sorted(expected["state"]), msg=f"{what}: optimizer state keys")
+        for fqn, state in expected["state"].items():
+            self.assertEqual(sorted(actual["state"][fqn]), sorted(state), msg=f"{what}: {fqn}")
+            for name, value in state.items():
+                same = int((actual["state"][fqn][name] == value).sum())
+                self.assertEqual(same, 0, msg=f"{what}: {same} elements of {fqn}.{name} already equal the checkpoint")
+
+    def _assert_trained(self, before: dict, after: dict, what: str) -> None:
+        """Every element of every (trainable) tensor in ``before`` changed."""
+        self.assertEqual(sorted(after), sorted(before), msg=f"{what}: keys")
+        for key, value in before.items():
+            unmoved = int((after[key] == value).sum())
+            self.assertEqual(unmoved, 0, msg=f"{what}: {unmoved} of {value.numel()} elements of {key} did not move")
 
     def _assert_differs(self, actual: dict, expected: dict, what: str) -> None:
         """Before a load: the fresh values differ, so equality afterwards proves the load did it."""
@@ -206,6 +229,7 @@ optim.state.sequential.0.weight.step""")
                 self.assertIn(".metadata", os.listdir(finetune_dir))
                 fresh = self._full_state(model, optim, ignore_frozen_params=True)
                 self._assert_differs(fresh[0], previous[0], "restart, fresh trainable weights")
+                self._assert_optim_differs(fresh[1], previous[1], "restart, fresh Adam state")
                 model_sd, optim_sd = get_state_dict(
                     model, optimizers=optim, options=StateDictOptions(ignore_frozen_params=True)
                 )
@@ -218,9 +242,12 @@ optim.state.sequential.0.weight.step""")
                 frozen_now = {k: v for k, v in self._full_model(model).items() if k.startswith("pretrain.")}
                 self._assert_same(frozen_now, frozen_fqns, "restart, frozen weights after resuming")
 
+            before = self._full_model(model, ignore_frozen_params=True)
             self._train(model, optim, seed, phase=1 + round_)
-            frozen_now = {k: v for k, v in self._full_model(model).items() if k.startswith("pretrain.")}
+            after = self._full_model(model)
+            frozen_now = {k: v for k, v in after.items() if k.startswith("pretrain.")}
             self._assert_same(frozen_now, frozen_fqns, f"round {round_}, frozen weights after training")
+            self._assert_trained(before, {k: after[k] for k in before}, f"round {round_}, trainable weights")
 
             model_sd, optim_sd = get_state_dict(
                 model, optimizers=optim, options=StateDictOptions(ignore_frozen_params=True)

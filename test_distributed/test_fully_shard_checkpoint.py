@@ -26,7 +26,11 @@ Stronger than upstream: the sharded state dict is checked to be sharded (each DT
 and local shard equal to the matching rows of the full tensor), the full state dict is reloaded into a
 differently wrapped model and gives the same full state dict, and ``test_dcp_save_load_reshard`` saves
 through ``torch.distributed.checkpoint``, pins the checkpoint's metadata layout, and loads it into four
-different wrappings. Hypothesis varies the seed of every model.
+different wrappings. Hypothesis varies the seed of every model. The outputs compared after loading
+depend on every parameter, for every seed: the models have no unit that passes a zero gradient
+(LeakyReLU and GELU where upstream has ReLU, see ``models.NEG_SLOPE``); with ReLU, 0.2 % of the seeds gave
+``CompositeParamModel`` an all-zero output (as ``example(seed=293)``), which a zeroed model that loaded
+nothing gives too.
 """
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed.checkpoint as dcp
 import torch.nn as nn
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
@@ -168,6 +172,13 @@ class TestModelCheckpointing(FSDPTest):
                 self.assertEqual(p1.to_local(), p2.to_local(), msg=name)
         self._check_state_dict_parity(self._full(m2.state_dict()), m1.state_dict())
 
+    def _assert_same_output(self, model: nn.Module, local_model: nn.Module, inp: torch.Tensor) -> None:
+        """The loaded model computes what the local one does, on an output with no zero element (which a
+        zeroed, never-loaded model would give: its output is all zeros)."""
+        expected = local_model(inp)
+        self.assertEqual(int((expected == 0).sum()), 0, msg="the local model's output has zeros")
+        self.assertEqual(model(inp), expected)
+
     def _assert_zeroed(self, model: nn.Module) -> None:
         for name, param in model.named_parameters():
             full = param.full_tensor() if isinstance(param, DTensor) else param
@@ -185,7 +196,7 @@ class TestModelCheckpointing(FSDPTest):
         self._check_state_dict_parity(local_sd, sd)
 
         load_model = wrap(copy.deepcopy(local_model))
-        zero_model(load_model)
+        zero_model(load_model, zero_buffers=True)  # the buffer too: the load must bring it back
         self._assert_zeroed(load_model)
         load_model.load_state_dict({k: v.clone() for k, v in sd.items()})
         self._check_model_parity(load_model, save_model)
@@ -200,11 +211,12 @@ class TestModelCheckpointing(FSDPTest):
         self._check_state_dict_parity(local_sd, get_model_state_dict(other, options=StateDictOptions(
             full_state_dict=True)))
         inp = torch.randn(3, local_model.l.in_features, device=self.device)
-        self.assertEqual(other(inp), local_model(inp))
+        self._assert_same_output(other, local_model, inp)
 
     # ---- tests -----------------------------------------------------------------------------------
 
     @given(seed=SEEDS)
+    @example(seed=293)  # with upstream's ReLUs the compared outputs were all zeros
     def test_state_dict_save_load_root_fully_shard(self, seed: int) -> None:
         """The sharded state dict of a model with ``fully_shard`` on the root (and on each UnitModule)
         is the local model's, sharded; it reloads into a zeroed twin, and its full state dict into a
@@ -294,6 +306,7 @@ class TestModelCheckpointing(FSDPTest):
 
     @with_temp_dir
     @given(seed=SEEDS)
+    @example(seed=293)  # with upstream's ReLUs the compared outputs were all zeros
     def test_dcp_save_load_reshard(self, seed: int) -> None:
         """A sharded state dict saved with ``torch.distributed.checkpoint`` has the pinned metadata
         layout (every tensor's global size and each rank's chunk) and loads into a zeroed model wrapped
@@ -347,7 +360,7 @@ u2.seq.1.weight [9, 9] [0, 0]+[5, 9] [5, 0]+[4, 9]""")
         model.load_state_dict(sd)
         self._check_state_dict_parity(local_sd, model.state_dict())
         inp = torch.randn(3, local_model.l.in_features, device=self.device)
-        self.assertEqual(model(inp), local_model(inp))
+        self._assert_same_output(model, local_model, inp)
 
 
 if __name__ == "__main__":
