@@ -201,6 +201,8 @@ def note_test_class(test: Any) -> Any:
     found = upstream_base(type(test))
     if found is None:
         return None
+    if isinstance(test, unittest.TestCase):  # the class as the user named its module (__main__ -> file stem)
+        found = dataclasses.replace(found, cls=short_id(test).rsplit(".", 1)[0])
     if not upstream:
         atexit.register(_say_upstream)
     upstream.setdefault(found.cls, (found, []))[1].append(short_id(test) if isinstance(test, unittest.TestCase)
@@ -210,8 +212,7 @@ def note_test_class(test: Any) -> Any:
 
 def upstream_lines() -> list[str]:
     """One line per class that ran on upstream's harness: which class, which base, the harness class to use."""
-    return [f"{len(ids)} {'tests' if len(ids) != 1 else 'test'} of {found.line()}"
-            for found, ids in upstream.values()]
+    return [found.line(len(ids)) for found, ids in upstream.values()]
 
 
 def _say_upstream() -> None:

@@ -47,8 +47,8 @@ class UpstreamBase:
     harness: str  # "harness.FSDPTestContinuous", or "" when the harness has no counterpart
     via: str = ""  # the known upstream base ``base`` derives from, when ``base`` itself is not one
 
-    def line(self) -> str:
-        """One line for the end of the run."""
+    def line(self, tests: int = 0) -> str:
+        """One line for the end of the run (``tests``: how many of the class's tests ran, 0: not said)."""
         kind = f"{self.base}" + (f" (built on upstream's {self.via})" if self.via else "")
         if self.harness and not self.via:
             fix = (f"derive it from {self.harness} instead (`python -m harness.port FILE` rewrites the import)")
@@ -57,7 +57,8 @@ class UpstreamBase:
                    f"mirrors {self.via}")
         else:
             fix = "the harness has no counterpart"
-        return f"{self.cls} derives from upstream's {kind}: its tests ran on upstream's harness, not distharness; {fix}"
+        its = f"its {tests} {'tests' if tests != 1 else 'test'}" if tests else "its tests"
+        return f"{self.cls} derives from upstream's {kind}: {its} ran on upstream's harness, not distharness; {fix}"
 
 
 def _is_upstream(c: type) -> bool:
