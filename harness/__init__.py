@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from harness.assertions import TestCase
 from harness.case import DTensorTestBase, FSDPTest, MultiProcessTestCase
-from harness.compat import (DTensorContinuousTestBase, FSDPTestMultiThread, MultiProcContinuousTest,
-                            MultiThreadedTestCase, ShardedTensorTestBase, check_sharded_parity)
+from harness.compat import (DTensorContinuousTestBase, DTensorOpTestBase, FSDPTestContinuous, FSDPTestMultiThread,
+                            MultiProcContinuousTest, MultiThreadedTestCase, ShardedTensorTestBase,
+                            check_sharded_parity)
 from harness.decorators import skip_if_lt_x_gpu, with_comms, with_temp_dir
 from harness.errors import HarnessError, RankError, RankFailure, UsageError
 from harness.main import run_tests
@@ -16,6 +17,8 @@ __all__ = [
     "DTensorTestBase",
     "MultiProcContinuousTest",
     "DTensorContinuousTestBase",
+    "FSDPTestContinuous",
+    "DTensorOpTestBase",
     "MultiThreadedTestCase",
     "FSDPTestMultiThread",
     "ShardedTensorTestBase",

@@ -147,6 +147,7 @@ class MultiProcessTestCase(DistributedAssertions):
             return super().run(result)
         name = self._testMethodName
         method = getattr(self, name)
+        _count_decorator_skip(self, method)
         body = torchrun.run_as_launched_rank if torchrun.launched() else execution.run_in_pool
 
         @functools.wraps(method)
@@ -173,6 +174,20 @@ class MultiProcessTestCase(DistributedAssertions):
 
 def _nothing() -> None:
     pass
+
+
+def _count_decorator_skip(test: MultiProcessTestCase, method: Any) -> None:
+    """A skip decorator on the test or its class (upstream's ``requires_nccl()``, ``skipIf(not TEST_CUDA, ...)``)
+    skips before any rank runs: count it in the needs-CUDA line when its reason means a GPU or NCCL."""
+    from harness import report
+    from harness.fallback import gpu_skip
+
+    for holder in (type(test), method):
+        if getattr(holder, "__unittest_skip__", False):
+            why = str(getattr(holder, "__unittest_skip_why__", "") or "")
+            if gpu_skip(why):
+                report.note_needs_cuda(report.short_id(test), why)
+            return
 
 
 _PINNED: dict[tuple[type, int], type] = {}

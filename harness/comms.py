@@ -43,6 +43,7 @@ class ProcessGroupKeeper:
         if dist.is_initialized() and self.backend == backend:
             return True
         self.release()
+        _reset_group_names()
         self.generation += 1
         store = dist.PrefixStore(f"harness/pg{self.generation}", self.base_store())
         kwargs = {}
@@ -132,3 +133,16 @@ def forget_destroyed_groups() -> None:
                 clear()
             except Exception:
                 pass
+
+
+def _reset_group_names() -> None:
+    """No default group is up: c10d names the next one "0", on every rank.
+
+    c10d names a group by a counter (and rendezvous under that name) and resets it when the default group is
+    destroyed. An ``init_process_group`` that failed on one rank (its peer closed the connection while it
+    was still connecting) counted without making a group, so that rank's next group had another name than
+    its peers' and the next test hung in ``init_process_group`` until its timeout.
+    """
+    from torch.distributed import distributed_c10d as c10d
+
+    c10d._world.group_count = 0

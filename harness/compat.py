@@ -4,11 +4,11 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from harness.case import DTensorTestBase, MultiProcessTestCase
+from harness.case import DTensorTestBase, FSDPTest, MultiProcessTestCase
 from harness.errors import UsageError
 
-__all__ = ["MultiProcContinuousTest", "DTensorContinuousTestBase", "MultiThreadedTestCase", "FSDPTestMultiThread",
-           "ShardedTensorTestBase", "check_sharded_parity"]
+__all__ = ["MultiProcContinuousTest", "DTensorContinuousTestBase", "FSDPTestContinuous", "MultiThreadedTestCase",
+           "FSDPTestMultiThread", "DTensorOpTestBase", "ShardedTensorTestBase", "check_sharded_parity"]
 
 
 class _ContinuousMixin:
@@ -70,6 +70,25 @@ class DTensorContinuousTestBase(_ContinuousMixin, DTensorTestBase):  # type: ign
             def test_replicate(self):
                 mesh = self.build_device_mesh()
                 ...
+    """
+
+
+class FSDPTestContinuous(_ContinuousMixin, FSDPTest):  # type: ignore[misc]
+    """Upstream's ``FSDPTestContinuous``: ``FSDPTest``'s helpers with a group for every test, on reused ranks.
+
+    ``world_size`` defaults to one rank per GPU (upstream's ``DEVICE_COUNT``); on a machine without enough
+    GPUs the test runs on CPU/gloo with the ranks of a machine that has them (``skip_if_lt_x_gpu``'s
+    number, else 4). Upstream's barriers around each test are not needed: every test gets a clean group.
+
+    Example::
+
+        class TestGradAcc(FSDPTestContinuous):
+            @property
+            def world_size(self):
+                return 2
+
+            def test_grad_acc(self):
+                self.run_subtests({"use_orig_params": [False, True]}, self._test_grad_acc)
     """
 
 
@@ -155,6 +174,29 @@ class FSDPTestMultiThread(MultiThreadedTestCase):
     def setUp(self) -> None:
         super().setUp()
         self._spawn_threads()
+
+
+class DTensorOpTestBase(MultiThreadedTestCase):
+    """Upstream's ``DTensorOpTestBase``: 4 ranks with the default group up, ``build_device_mesh()``; here the
+    ranks are processes, not threads.
+
+    Example::
+
+        class TestOps(DTensorOpTestBase):
+            def test_add(self):
+                mesh = self.build_device_mesh()
+                d = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+                self.assertEqual((d + d).full_tensor(), torch.full((4, 4), 2.0))
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self._spawn_threads()
+
+    def build_device_mesh(self) -> Any:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        return init_device_mesh(self.device_type, (self.world_size,))
 
 
 class ShardedTensorTestBase(MultiProcessTestCase):

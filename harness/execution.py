@@ -23,7 +23,8 @@ from harness.placement import Placement, choose_placement, gpu_count
 from harness.config import Settings, settings
 from harness.decorators import defined_at, gpus_needed, markers
 from harness.errors import RankAbort, RankError, RankFailure, UsageError
-from harness.fallback import DEFAULT_GPUS, needs_cuda, needs_nccl, pretend_device_count, test_line, upstream_skip
+from harness.fallback import (DEFAULT_GPUS, gpu_skip, needs_cuda, needs_nccl, pretend_device_count, test_line,
+                              upstream_skip)
 from harness.hypothesis_support import is_hypothesis_test, run_given
 from harness.outcome import BAD, CRASHED, ERROR, FAILED, KILLED, SKIPPED, TIMEOUT, RankResult, merge, order_by_cause
 from harness.rank import Task
@@ -122,6 +123,39 @@ class TestRun:
         """On shared GPUs only for want of one GPU per rank: errors that mean "needs NCCL" become skips."""
         return self.placement.shortfall and self.placement.shared
 
+    #: GPUs the test asks for with skip_if_lt_x_gpu (0: it names none)
+    gpus_asked = 0
+
+    def gpu_note(self) -> str:
+        """On a failure of a test written for GPUs that ran on CPU, or on GPUs its ranks shared, for want of them:
+        a line that says so, for the reader to know where to look ("" when the test did not ask for GPUs, or the
+        placement was asked for)."""
+        if not self.placement.shortfall or not (self.gpus_asked or self.world_note):
+            return ""
+        want = max(self.gpus_asked, self.world_size)
+        why = f"skip_if_lt_x_gpu({self.gpus_asked})" if self.gpus_asked else "its world size follows the device count"
+        found = gpu_count()
+        if self.placement.shared:
+            where = f"on {found} GPU{'s' if found != 1 else ''} its ranks shared over gloo (rank r on cuda:r % {found})"
+            have = f"cuda:{found} and above do not exist here, and NCCL needs one GPU per rank"
+        else:
+            where = "on CPU/gloo"
+            have = ("this machine has no GPU" if not found else
+                    f"this machine has {found} GPU{'s' if found != 1 else ''}, which the ranks still see: cuda:{found} "
+                    "and above do not exist there")
+        return (f"Note: this test asks for {want} GPUs ({why}) and ran {where} for want of them ({have}). A test "
+                f"written for GPUs can fail there where its run on {want} GPUs passes (a dtype the CPU kernel refuses, "
+                f"a device named by index); run it where there are {want} GPUs, or set HARNESS_DEVICE=nccl to skip it "
+                "here.")
+
+    def with_gpu_note(self, text: str) -> str:
+        """``text`` (a failure report) with :meth:`gpu_note` after its first line."""
+        note = self.gpu_note()
+        if not note:
+            return text
+        first, sep, rest = text.partition("\n")
+        return f"{first}\n{note}" + (f"\n{rest}" if sep else "")
+
     def record(self, pids: list[int], reused: bool) -> None:
         """The test as it ran, for the runner's line and the pytest plugin (harness.report.records)."""
         report.record(report.TestRecord(self.test_id, self.world_size, self.placement.label if self.examples else "",
@@ -140,6 +174,7 @@ class PoolRun(TestRun):
         fn = getattr(type(test), test._testMethodName)
         gpus = gpus_needed(type(test), fn)
         super().__init__(test, gpus)
+        self.gpus_asked = gpus
         self.placement = choose_placement(self.world_size, gpus, self.conf.device)
         if self.world_note:
             self.placement = dataclasses.replace(self.placement, reason=f"{self.world_note}; {self.placement.reason}")
@@ -196,7 +231,7 @@ def run_in_pool(test: unittest.TestCase) -> None:
     run = PoolRun(test)
     try:
         if run.placement.skip:
-            raise unittest.SkipTest(run.placement.skip)
+            raise _skip(run, run.placement.skip)
         skip_if_nccl_alone(run)
         _note_fallback(run)
         drive(test, run, run.run_once)
@@ -280,17 +315,17 @@ def _report(test: unittest.TestCase, run: TestRun, results: list[RankResult],
             return
         raise RankAbort(RankError("\n\n".join(sub_failures) + suffix))
     if verdict.status == SKIPPED:
-        raise unittest.SkipTest(verdict.text)
+        raise _skip(run, verdict.text)
     if verdict.status in (FAILED, ERROR) and verdict.root_rank is not None:
         skip = _upstream_skip(results)
         if skip:
-            raise unittest.SkipTest(skip)
+            raise _skip(run, skip)
         cuda = _needs_cuda(run, results[verdict.root_rank])
         if cuda:
             report.note_needs_cuda(run.test_id, cuda)
             raise unittest.SkipTest(cuda)
     if verdict.status in (FAILED, ERROR):
-        text = verdict.text + suffix
+        text = run.with_gpu_note(verdict.text) + suffix
         error = RankFailure(text) if verdict.status == FAILED else RankError(text)
         if example is not None and any(r.status in (CRASHED, TIMEOUT, KILLED) for r in results):
             raise RankAbort(error)  # do not let hypothesis re-run a hang or crash to shrink it
@@ -352,7 +387,7 @@ def _report_subtests(test: unittest.TestCase, run: TestRun, results: list[RankRe
             for r in stuck:
                 if r.stack.strip():
                     lines += ["", f"rank {r.rank} stack (faulthandler):", r.stack.rstrip()]
-            text = "\n".join(lines)
+            text = run.with_gpu_note("\n".join(lines))
             error.args = (text,)
         if not individually:
             if text:
@@ -362,8 +397,15 @@ def _report_subtests(test: unittest.TestCase, run: TestRun, results: list[RankRe
             if text:
                 raise error
             if skipped and len(skipped) == len(per_rank):
-                test.skipTest(skipped[0][1].message)
+                raise _skip(run, skipped[0][1].message)
     return texts
+
+
+def _skip(run: TestRun, reason: str) -> unittest.SkipTest:
+    """The skip to raise; one that means "needs a GPU or NCCL" is counted in the run's needs-CUDA line."""
+    if gpu_skip(reason):
+        report.note_needs_cuda(run.test_id, reason)
+    return unittest.SkipTest(reason)
 
 
 def _upstream_skip(results: list[RankResult]) -> str:

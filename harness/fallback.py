@@ -6,7 +6,8 @@ import os
 import re
 from typing import Any, Iterator
 
-__all__ = ["DEFAULT_GPUS", "pretend_device_count", "needs_cuda", "needs_nccl", "test_line", "upstream_skip"]
+__all__ = ["DEFAULT_GPUS", "pretend_device_count", "needs_cuda", "needs_nccl", "gpu_skip", "test_line",
+           "upstream_skip"]
 
 #: GPUs "a machine with enough GPUs" has when a test names no number itself (no ``skip_if_lt_x_gpu``).
 #: Upstream's multi-GPU CI machines and DTensor's ``NUM_DEVICES`` use 4.
@@ -77,6 +78,26 @@ _NEEDS_NCCL = re.compile(
     re.IGNORECASE,
 )
 
+# Skip reasons that mean "needs a GPU or NCCL": the harness's own ("needs CUDA: ...", "needs 2 GPUs, found 0"),
+# upstream's in its own words (TEST_SKIPS: "Need at least 2 CUDA devices", "CUDA is not available.", "c10d not
+# compiled with NCCL support", "accelerator is not available."; requires_nccl: "c10d was not compiled with the
+# NCCL backend"; requires_accelerator_dist_backend: "No accelerator communication backend available among
+# [...]"), the skip exit codes the harness names (upstream_skip), and the usual phrasings of test files
+# ("CUDA not available", "requires CUDA", "Test needs 2 GPUs", skip_subtest("needs an accelerator: ...")).
+_GPU_SKIP = re.compile(
+    r"^needs CUDA:|"
+    r"\bat least \d+ (CUDA |GPU |accelerator )?(devices?|GPUs?)\b|"
+    r"\bneeds? \d+ (CUDA devices|GPUs)\b|"
+    r"\b(CUDA|GPUs?|accelerator|NCCL)( is| are)? not available\b|"
+    r"\bno (CUDA|GPUs?|accelerator|NCCL)\b|"
+    r"\b(requires?|needs?|needing|only (runs )?(on|with)) (a |an |at least one |multiple )?"
+    r"(CUDA|GPUs?|accelerators?|NCCL|non-CPU)\b|"
+    r"not compiled with (the )?NCCL|"
+    r"\bNo accelerator communication backend\b|"
+    r"\bTest skipped because no GPU peer access\b|\bno GPU peer access\b",
+    re.IGNORECASE,
+)
+
 
 def needs_nccl(exc_type: str, message: str) -> str:
     """The phrase that shows a rank's error comes from needing NCCL (one GPU per rank), or "" when it does not.
@@ -88,6 +109,18 @@ def needs_nccl(exc_type: str, message: str) -> str:
     """
     m = _NEEDS_NCCL.search(f"{exc_type}: {message}")
     return m.group(0) if m else ""
+
+
+def gpu_skip(reason: str) -> bool:
+    """True when a skip's reason means the test needs a GPU or NCCL (and so would run on a machine with them).
+
+    Example::
+
+        gpu_skip("Need at least 2 CUDA devices")                    # True (upstream's skip_if_lt_x_gpu)
+        gpu_skip("c10d was not compiled with the NCCL backend")     # True (upstream's requires_nccl)
+        gpu_skip("Skipped due to small world size.")                # False
+    """
+    return bool(reason) and bool(_GPU_SKIP.search(reason))
 
 
 def test_line(traceback_text: str, module_file: str | None) -> str:

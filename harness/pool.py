@@ -201,6 +201,7 @@ class RankPool:
         pending = set(range(self.world_size))
         meeting: dict[int, int] = {}  # rank -> run_subtests meeting it waits at
         reported: dict[int, list[SubtestOutcome]] = {r: [] for r in range(self.world_size)}
+        failing: dict[int, RankResult] = {}  # a rank's failure as it happened, before its tearDown ran
         # (when, rank, what happened there, came from a subtest meeting)
         trouble: tuple[float, int, str, bool] | None = None
         while pending:
@@ -220,6 +221,14 @@ class RankPool:
                 message = self._receive(r, offsets[r])
                 if message is None:
                     continue  # sentinel fired but data is still in the pipe; read it next round
+                if isinstance(message, tuple) and message[0] == "failing":
+                    # the test failed in that rank; its tearDown and cleanups still run: the peers' grace
+                    # starts now, whether or not that rank then waits for them (in a tearDown collective)
+                    failing[r] = message[1]
+                    failing[r].arrived = now
+                    if trouble is None:
+                        trouble = (now, r, f"rank {r} failed", False)
+                    continue
                 if isinstance(message, tuple) and message[0] == "meet":
                     _, index, outcome = message
                     meeting[r] = index
@@ -275,6 +284,15 @@ class RankPool:
                                         subtests=reported[r], output=self._output(r),
                                         arrived=time.monotonic(), desync=bool(trouble and trouble[3]),
                                         at_meeting=r in meeting)
+                if r in failing:  # it failed, then never finished its tearDown: report the failure itself
+                    early = failing[r]
+                    stack = stacks.get(r, "").rstrip()
+                    early.traceback = (early.traceback.rstrip() + f"\n\nAfter this failure the rank did not finish "
+                                       f"(tearDown, cleanups) and was stopped: {message}"
+                                       + (f"\nIts stack then (faulthandler):\n{stack}" if stack else ""))
+                    early.subtests = early.subtests or reported[r]
+                    early.output = self._output(r)
+                    results[r] = early
         if any(res.is_bad for res in results.values()):
             self.pg_suspect = True
         if self.broken:

@@ -8,10 +8,13 @@ import difflib
 import os
 import sys
 
-__all__ = ["MAPPING", "PortResult", "port_source", "main"]
+__all__ = ["MAPPING", "RENAMED", "PortResult", "port_source", "main"]
 
-_DISTRIBUTED = frozenset({"MultiProcessTestCase", "MultiProcContinuousTest", "MultiThreadedTestCase",
-                          "skip_if_lt_x_gpu", "run_subtests"})
+_DISTRIBUTED = frozenset({"MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinousTest",
+                          "MultiThreadedTestCase", "skip_if_lt_x_gpu", "run_subtests"})
+
+#: upstream names the harness provides under another name: the spelling upstream used before a rename
+RENAMED: dict[str, str] = {"MultiProcContinousTest": "MultiProcContinuousTest"}
 
 # upstream module -> the names the harness provides under the same name and meaning. common_fsdp,
 # common_dtensor and sharded_tensor re-export names of common_distributed, and upstream's files import
@@ -19,10 +22,11 @@ _DISTRIBUTED = frozenset({"MultiProcessTestCase", "MultiProcContinuousTest", "Mu
 # left behind, upstream's skip_if_lt_x_gpu exits the rank with its skip code instead of running on CPU.
 MAPPING: dict[str, frozenset[str]] = {
     "torch.testing._internal.common_distributed": _DISTRIBUTED,
-    "torch.testing._internal.common_fsdp": frozenset({"FSDPTest", "FSDPTestMultiThread", "check_sharded_parity"})
+    "torch.testing._internal.common_fsdp": frozenset({"FSDPTest", "FSDPTestMultiThread", "FSDPTestContinuous",
+                                                      "check_sharded_parity"})
     | (_DISTRIBUTED - {"skip_if_lt_x_gpu"}),
     "torch.testing._internal.distributed._tensor.common_dtensor": frozenset({
-        "DTensorTestBase", "DTensorContinuousTestBase", "with_comms"}) | _DISTRIBUTED,
+        "DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", "with_comms"}) | _DISTRIBUTED,
     "torch.testing._internal.distributed.checkpoint_utils": frozenset({"with_temp_dir"}),
     "torch.testing._internal.common_utils": frozenset({"run_tests", "TestCase"}),
     "torch.testing._internal.distributed._shard.sharded_tensor": frozenset({
@@ -49,6 +53,14 @@ class PortResult:
 
 def _alias(a: ast.alias) -> str:
     return a.name if a.asname is None else f"{a.name} as {a.asname}"
+
+
+def _harness_alias(a: ast.alias) -> str:
+    """The name as ``from harness import`` spells it: a renamed one keeps the file's name as its alias."""
+    new = RENAMED.get(a.name)
+    if new is None:
+        return _alias(a)
+    return f"{new} as {a.asname or a.name}"
 
 
 def _import_line(module: str, names: list[str], indent: str) -> str:
@@ -91,7 +103,7 @@ def port_source(source: str, path: str = "<string>") -> PortResult:
         mapped += [f"{node.module}.{a.name}" for a in to_harness]
         first = lines[node.lineno - 1]
         indent = first[:len(first) - len(first.lstrip())]
-        new = _import_line("harness", [_alias(a) for a in to_harness], indent)
+        new = _import_line("harness", [_harness_alias(a) for a in to_harness], indent)
         if stay:
             new += _import_line(node.module or "", [_alias(a) for a in stay], indent)
         edits.append((node.lineno - 1, node.end_lineno or node.lineno, new))

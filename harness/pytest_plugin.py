@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import unittest
 from typing import Any, Generator
 
 import pytest
@@ -28,6 +29,7 @@ from harness.errors import RankError, RankFailure
 __all__ = ["RankReport"]
 
 _RECORDS = pytest.StashKey[list]()
+_UPSTREAM = pytest.StashKey[Any]()
 
 
 @dataclasses.dataclass
@@ -68,10 +70,26 @@ def _rank_report(item: pytest.Item, error: BaseException) -> RankReport:
     return RankReport(text, _Crash(path, (lineno or 0) + 1, f"{type(error).__name__}: {first}"))
 
 
+def _instance(item: pytest.Item) -> Any:
+    """The unittest.TestCase instance of a unittest item (None for other items, or once it is gone)."""
+    if getattr(item, "cls", None) is None or not isinstance(item.cls, type) or not issubclass(item.cls,
+                                                                                              unittest.TestCase):
+        return None
+    try:
+        return item.instance  # type: ignore[attr-defined]
+    except Exception:
+        return None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     """Note the records (harness.report) the test leaves while it runs: one per harness test."""
     before = len(report.records)
+    instance = _instance(item)
+    found = report.note_test_class(instance) if instance is not None else None
+    if found is not None:  # its class still derives from upstream's base: it runs on upstream's harness
+        item.stash[_UPSTREAM] = found
+        item.user_properties.append(("harness_placement", "upstream harness"))
     try:
         return (yield)
     finally:
@@ -93,6 +111,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if rep.failed and isinstance(error, (RankFailure, RankError)) and item.config.option.tbstyle in ("auto", "long",
                                                                                                    "short"):
         rep.longrepr = _rank_report(item, error)
+    if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
+        instance = _instance(item)
+        if instance is not None:  # a test the harness did not run itself, skipped for want of a GPU or NCCL
+            report.note_skip(instance, str(rep.longrepr[2]).removeprefix("Skipped: "))
+    found = item.stash.get(_UPSTREAM, None)
+    if call.when == "call" and found is not None:
+        rep.sections.append(("harness", found.line()))
     records = item.stash.get(_RECORDS, None)
     if call.when == "call" and records:
         rec = records[-1]

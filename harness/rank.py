@@ -59,6 +59,9 @@ class RankContext:
     #: barrier on the test's process group (torchrun, where there is no parent)
     meet: Any = None
     shared: bool = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
+    #: tell the parent at once that the test failed here, before tearDown and the cleanups run (pool mode):
+    #: its peers' HARNESS_PEER_GRACE starts then, even if this rank then waits for them in a tearDown
+    notice: Any = None
 
 
 def _resolve(task: Task) -> type:
@@ -155,21 +158,37 @@ class _RankResultCollector(unittest.TestResult):
     is an error, a body failure and a tearDown error are both kept, ``self.subTest`` is reported.
     """
 
-    def __init__(self, recorder: subtests.SubtestRecorder):
+    def __init__(self, recorder: subtests.SubtestRecorder, rank: int = 0, notice: Any = None):
         super().__init__()
         self.problems: list[tuple[str, BaseException]] = []
         self.skip_reason: str | None = None
         self.recorder = recorder
+        self.rank = rank
+        self.notice = notice
 
     def _problem(self, err: Any) -> None:
         exc = err[1] if err[1] is not None else err[0]()
         self.problems.append((FAILED if isinstance(exc, AssertionError) else ERROR, exc))
 
+    def _tell_parent(self) -> None:
+        """The first failure of the test (setUp or the body), sent before tearDown and the cleanups run."""
+        if self.notice is None or len(self.problems) != 1:
+            return
+        status, exc = self.problems[0]
+        try:
+            kind, message, tb = capture_exception(exc)
+            self.notice(RankResult(rank=self.rank, status=status, exc_type=kind, message=message, traceback=tb,
+                                   subtests=list(self.recorder.outcomes)))
+        except Exception:  # the final result still goes to the parent; this is only a head start
+            pass
+
     def addError(self, test: Any, err: Any) -> None:
         self._problem(err)
+        self._tell_parent()
 
     def addFailure(self, test: Any, err: Any) -> None:
         self._problem(err)
+        self._tell_parent()
 
     def addSkip(self, test: Any, reason: str) -> None:
         self.skip_reason = reason
@@ -258,7 +277,7 @@ def _execute(task: Task, ctx: RankContext) -> RankResult:
             example = _bound_method(test, task, fn)
             if example is not None:
                 setattr(test, task.method, example)
-            collector = _RankResultCollector(recorder)
+            collector = _RankResultCollector(recorder, ctx.rank, ctx.notice)
             test.run(collector)
             if collector.problems:
                 status, exc = collector.problems[0]
@@ -408,6 +427,15 @@ def _parent_meeting(conn: Any) -> Any:
     return meet
 
 
+def _parent_notice(conn: Any) -> Any:
+    """Send the parent a failure as it happens (a ("failing", RankResult) message); no reply is awaited."""
+
+    def notice(result: RankResult) -> None:
+        conn.send(("failing", sendable(result)))
+
+    return notice
+
+
 def _arm_stack_dumps(stack_file: Any) -> None:
     """Crashes and the parent's SIGUSR1 write every thread's stack to ``stack_file``, whatever a test did."""
     faulthandler.enable(file=stack_file, all_threads=True)
@@ -453,7 +481,7 @@ def _serve(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str, thre
         store_path = os.path.join(pool_dir, "store")
         ctx = RankContext(rank, world_size, device_type, os.path.join(pool_dir, f"rank{rank}.out"),
                           ProcessGroupKeeper(lambda: dist.FileStore(store_path, world_size), rank, world_size),
-                          meet=_parent_meeting(conn), shared=shared)
+                          meet=_parent_meeting(conn), notice=_parent_notice(conn), shared=shared)
     except BaseException as exc:  # noqa: B902
         conn.send(("error", capture_exception(exc)))
         return

@@ -4,12 +4,14 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import sys
+import unittest
 from typing import Any
 
 from harness.outcome import RankResult, prefixed
 
 __all__ = ["TestRecord", "records", "record", "print_rank_output", "short_id", "note_fallback", "fallbacks",
            "note_altered", "altered", "altered_lines", "note_needs_cuda", "needs_cuda", "needs_cuda_line",
+           "needs_cuda_lines", "note_skip", "note_test_class", "upstream", "upstream_lines",
            "fallback_lines", "end_of_run_lines", "clear_end_of_run"]
 
 
@@ -117,7 +119,9 @@ def _say_altered() -> None:
     altered.clear()
 
 
-#: test id -> why each of its (sub)tests was skipped: it ran on CPU for want of GPUs and hard-codes CUDA
+#: test id -> why each of its (sub)tests was skipped for want of a GPU or NCCL: it hard-codes CUDA and ran on
+#: CPU for want of GPUs ("needs CUDA: ..."), or its skip says so in upstream's words ("Need at least 2 CUDA
+#: devices", "c10d was not compiled with the NCCL backend", ...; see fallback.gpu_skip)
 needs_cuda: dict[str, list[str]] = {}
 
 
@@ -127,30 +131,103 @@ def note_needs_cuda(test_id: str, reason: str) -> None:
     needs_cuda.setdefault(test_id, []).append(reason)
 
 
-def needs_cuda_line() -> str:
-    """One summary line: "N tests need CUDA (M subtests): a, b, c and 2 more" ("" when none)."""
+def note_skip(test: Any, reason: str) -> None:
+    """A front end (the runner, the pytest plugin, ``run_tests``) saw ``test`` (or one of its subtests)
+    skipped: count it when the reason means "needs a GPU or NCCL". The harness's own classes are counted
+    where the harness runs them (harness.execution, harness.case), so they are left alone here."""
+    from harness.fallback import gpu_skip
+
+    if isinstance(test, unittest.case._SubTest):
+        test = test.test_case
+    if getattr(type(test), "_harness_test_class", False) or not gpu_skip(reason):
+        return
+    note_needs_cuda(short_id(test) if isinstance(test, unittest.TestCase) else str(test), reason)
+
+
+_FALLBACK_KIND = "hard-code CUDA, ran on CPU for want of GPUs (HARNESS_DEVICE=cpu makes them failures)"
+
+
+def _kind(reason: str) -> str:
+    """What a needs-CUDA skip is grouped under in the summary: the harness's own kind, or the reason's words."""
+    if reason.startswith("needs CUDA:"):
+        return _FALLBACK_KIND
+    first = reason.strip().splitlines()[0] if reason.strip() else "(no reason given)"
+    return first if len(first) <= 140 else first[:137] + "..."
+
+
+def _ids(tests: list[str], most: int) -> str:
+    return ", ".join(tests[:most]) + (f" and {len(tests) - most} more" if len(tests) > most else "")
+
+
+def needs_cuda_lines() -> list[str]:
+    """The count line, "N tests need CUDA (M subtests), skipped: a, b, c and 2 more", then one line per
+    reason: "  3 x Need at least 2 CUDA devices: a, b, c" ([] when none)."""
     if not needs_cuda:
-        return ""
+        return []
     tests = list(needs_cuda)
     count = sum(len(v) for v in needs_cuda.values())
     subs = f" ({count} subtests)" if count != len(tests) else ""
-    shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
-    return (f"{len(tests)} {'tests need' if len(tests) != 1 else 'test needs'} CUDA{subs}, skipped (on CPU for want of GPUs; "
-            f"HARNESS_DEVICE=cpu makes them failures): {shown}")
+    lines = [f"{len(tests)} {'tests need' if len(tests) != 1 else 'test needs'} CUDA{subs}, skipped (a GPU or NCCL "
+             f"was missing): {_ids(tests, 5)}"]
+    kinds: dict[str, list[str]] = {}
+    for test_id, reasons in needs_cuda.items():
+        for reason in reasons:
+            kinds.setdefault(_kind(reason), []).append(test_id)
+    for kind, ids in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+        lines.append(f"  {len(ids)} x {kind}: {_ids(list(dict.fromkeys(ids)), 3)}")
+    return lines
+
+
+def needs_cuda_line() -> str:
+    """:func:`needs_cuda_lines` as one text ("" when none)."""
+    return "\n".join(needs_cuda_lines())
 
 
 def _say_needs_cuda() -> None:
     """At the end of a unittest or pytest run; a runner that prints the line itself clears ``needs_cuda``."""
-    line = needs_cuda_line()
-    if line:
+    for line in needs_cuda_lines():
         sys.stderr.write(f"harness: {line}\n")
     needs_cuda.clear()
+
+
+#: "module.Class" -> (how it reaches upstream's harness, ids of its tests that ran)
+upstream: dict[str, tuple[Any, list[str]]] = {}
+
+
+def note_test_class(test: Any) -> Any:
+    """A front end is about to run ``test``: remember its class when it still derives from one of upstream's
+    multi-process bases (it runs on upstream's harness, not this one). Returns the ``UpstreamBase`` or None."""
+    from harness.upstream import upstream_base
+
+    if isinstance(test, unittest.case._SubTest):
+        test = test.test_case
+    found = upstream_base(type(test))
+    if found is None:
+        return None
+    if isinstance(test, unittest.TestCase):  # the class as the user named its module (__main__ -> file stem)
+        found = dataclasses.replace(found, cls=short_id(test).rsplit(".", 1)[0])
+    if not upstream:
+        atexit.register(_say_upstream)
+    upstream.setdefault(found.cls, (found, []))[1].append(short_id(test) if isinstance(test, unittest.TestCase)
+                                                          else str(test))
+    return found
+
+
+def upstream_lines() -> list[str]:
+    """One line per class that ran on upstream's harness: which class, which base, the harness class to use."""
+    return [found.line(len(ids)) for found, ids in upstream.values()]
+
+
+def _say_upstream() -> None:
+    for line in upstream_lines():
+        sys.stderr.write(f"harness: {line}\n")
+    upstream.clear()
 
 
 def end_of_run_lines() -> list[str]:
     """What a unittest run ends with on stderr, for a runner that prints it in its own summary (the pytest
     plugin); :func:`clear_end_of_run` then keeps it from being printed again at exit."""
-    lines = fallback_lines() + ([needs_cuda_line()] if needs_cuda else [])
+    lines = upstream_lines() + fallback_lines() + needs_cuda_lines()
     return lines + [line + _ALTERED_HINT for line in altered_lines()]
 
 
@@ -158,3 +235,4 @@ def clear_end_of_run() -> None:
     fallbacks.clear()
     needs_cuda.clear()
     altered.clear()
+    upstream.clear()

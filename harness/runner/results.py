@@ -153,6 +153,10 @@ class RunnerResult(unittest.TestResult):
         self._current = Entry(test_id, module_of(test), classname, method, real=not is_load_failure(test))
         self._outcome_seen = False
         self._records_at = len(report.records)
+        found = report.note_test_class(test)  # its class still derives from upstream's base: say so on its line
+        if found is not None:
+            self._current.placement = "upstream"
+            self._current.why_placed = found.line()
         self._t0 = time.monotonic()
         super().startTest(test)
 
@@ -194,8 +198,11 @@ class RunnerResult(unittest.TestResult):
         entry.problems.append(Problem(Status.ERROR, entry.test_id, self._last_text(self.errors)))
 
     def addSkip(self, test: Any, reason: str) -> None:
+        from harness import report
+
         self._outcome_seen = True
         super().addSkip(test, reason)
+        report.note_skip(test, reason)  # "needs a GPU or NCCL" in a test the harness did not run itself
         entry = self._entry_for(test, Status.SKIPPED)  # a class or module skipped in its set-up is a skip
         if isinstance(test, unittest.case._SubTest):
             entry.sub_skipped.append((test._subDescription(), reason))

@@ -216,9 +216,14 @@ def _after_the_tests(plan: Plan) -> list[str]:
     report.fallbacks.clear()
     altered = report.altered_lines()
     report.altered.clear()
-    needs_cuda = report.needs_cuda_line()  # tests on CPU for want of GPUs that hard-code CUDA
+    needs_cuda = report.needs_cuda_line()  # skips for want of a GPU or NCCL, by reason
     report.needs_cuda.clear()
+    upstream = report.upstream_lines()  # classes that still derive from upstream's bases
+    report.upstream.clear()
     notes = []
+    if upstream:
+        notes.append(f"Ran on upstream's harness, not distharness ({len(upstream)} class(es)):\n"
+                     + "".join(f"  {line}\n" for line in upstream))
     if altered:
         notes.append(f"Altered the process ({len(altered)} test(s); HARNESS_ENV_CHANGED={plan.settings.env_changed}):\n"
                      + "".join(f"  {line}\n" for line in altered))

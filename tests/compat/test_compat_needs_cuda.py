@@ -50,10 +50,13 @@ class TestNeedsCudaSkipped(FixtureTestCase):
         self.assertInReport("FAILED (failures=1, skipped=4)")
 
     def test_summary_line_counts_them(self):
-        self.assertInReport("harness: 4 tests need CUDA, skipped (on CPU for want of GPUs; HARNESS_DEVICE=cpu makes "
-                            f"them failures): {MOD}.TestNeedsCuda.test_cuda_tensor, "
+        self.assertInReport("harness: 4 tests need CUDA, skipped (a GPU or NCCL was missing): "
+                            f"{MOD}.TestNeedsCuda.test_cuda_tensor, "
                             f"{MOD}.TestNeedsCuda.test_nccl_alone, {MOD}.TestNeedsCuda.test_pinned_memory, "
-                            f"{MOD}.TestNeedsCuda.test_subtests")
+                            f"{MOD}.TestNeedsCuda.test_subtests\n"
+                            "harness:   4 x hard-code CUDA, ran on CPU for want of GPUs (HARNESS_DEVICE=cpu makes them "
+                            f"failures): {MOD}.TestNeedsCuda.test_cuda_tensor, {MOD}.TestNeedsCuda.test_nccl_alone, "
+                            f"{MOD}.TestNeedsCuda.test_pinned_memory and 1 more")
 
     def test_nothing_left_behind(self):
         self.check_nothing_left()

@@ -1,0 +1,90 @@
+"""Test classes that still derive from upstream's multi-process bases: they run on upstream's harness, not this one.
+
+A ported file whose class keeps an upstream base (a name ``harness.port`` could not map, or a file not
+ported at all) runs on ``torch.testing._internal``'s own harness: upstream spawns the ranks and, on a
+machine without enough GPUs, they exit with its skip code, so nothing would say distharness never ran
+those tests. The runner, the pytest plugin and ``harness.run_tests`` name such classes at the end of
+the run (:func:`harness.report.upstream_lines`).
+
+The bases are recognised by module and name in the class's MRO; this module never imports
+``torch.testing._internal``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+__all__ = ["UPSTREAM_PREFIX", "HARNESS_NAMES", "UpstreamBase", "upstream_base"]
+
+UPSTREAM_PREFIX = "torch.testing._internal"
+
+#: upstream's multi-process (and multi-threaded) base classes, by name, and the harness class that
+#: mirrors each. The spellings upstream used across releases are here too (``MultiProcContinousTest``,
+#: with the typo, before it was renamed).
+HARNESS_NAMES: dict[str, str] = {
+    "MultiProcessTestCase": "MultiProcessTestCase",
+    "MultiProcContinuousTest": "MultiProcContinuousTest",
+    "MultiProcContinousTest": "MultiProcContinuousTest",
+    "MultiThreadedTestCase": "MultiThreadedTestCase",
+    "FSDPTest": "FSDPTest",
+    "FSDPTestMultiThread": "FSDPTestMultiThread",
+    "FSDPTestContinuous": "FSDPTestContinuous",
+    "DTensorTestBase": "DTensorTestBase",
+    "DTensorContinuousTestBase": "DTensorContinuousTestBase",
+    "DTensorOpTestBase": "DTensorOpTestBase",
+    "ShardedTensorTestBase": "ShardedTensorTestBase",
+}
+# Upstream classes built on these (DistributedTestBase, LocalDTensorTestBase, ...) are named with the
+# base they are built on: the harness class to start from is that base's.
+
+
+@dataclasses.dataclass(frozen=True)
+class UpstreamBase:
+    """How a test class reaches upstream's harness: the upstream class in its MRO and what to use instead."""
+
+    cls: str  # "module.Class" of the test class
+    base: str  # "torch.testing._internal.common_fsdp.FSDPTestContinuous": the nearest upstream class in the MRO
+    harness: str  # "harness.FSDPTestContinuous", or "" when the harness has no counterpart
+    via: str = ""  # the known upstream base ``base`` derives from, when ``base`` itself is not one
+
+    def line(self, tests: int = 0) -> str:
+        """One line for the end of the run (``tests``: how many of the class's tests ran, 0: not said)."""
+        kind = f"{self.base}" + (f" (built on upstream's {self.via})" if self.via else "")
+        if self.harness and not self.via:
+            fix = (f"derive it from {self.harness} instead (`python -m harness.port FILE` rewrites the import)")
+        elif self.harness:
+            fix = (f"the harness has no {self.base.rsplit('.', 1)[-1]}; derive it from {self.harness}, which "
+                   f"mirrors {self.via}")
+        else:
+            fix = "the harness has no counterpart"
+        its = f"its {tests} {'tests' if tests != 1 else 'test'}" if tests else "its tests"
+        return f"{self.cls} derives from upstream's {kind}: {its} ran on upstream's harness, not distharness; {fix}"
+
+
+def _is_upstream(c: type) -> bool:
+    return (getattr(c, "__module__", "") or "").startswith(UPSTREAM_PREFIX)
+
+
+def upstream_base(cls: Any) -> UpstreamBase | None:
+    """The upstream multi-process base a test class still derives from, or None (also for the harness's own).
+
+    Example::
+
+        upstream_base(TestGradAcc)
+        # UpstreamBase(cls='test_fsdp_grad_acc.TestGradAcc',
+        #              base='torch.testing._internal.common_fsdp.FSDPTestContinuous',
+        #              harness='harness.FSDPTestContinuous')
+    """
+    if not isinstance(cls, type):
+        return None
+    mro = getattr(cls, "__mro__", ())
+    known = [c for c in mro if _is_upstream(c) and c.__name__ in HARNESS_NAMES]
+    if not known:
+        return None
+    # The first upstream class in the MRO that is, or derives from, a known base: what the test names.
+    nearest = next(c for c in mro if _is_upstream(c) and issubclass(c, known[0]))
+    first_known = known[0]
+    via = "" if nearest is first_known else first_known.__name__
+    harness = HARNESS_NAMES[first_known.__name__]
+    return UpstreamBase(f"{cls.__module__}.{cls.__qualname__}", f"{nearest.__module__}.{nearest.__qualname__}",
+                        f"harness.{harness}", via)

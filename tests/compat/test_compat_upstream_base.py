@@ -1,0 +1,78 @@
+"""A class still on upstream's base is named at the end of the run, under every front end; the same test on
+the harness's FSDPTestContinuous runs: tests/compat/cx_upstream_base.py. GPUs are hidden from the run, so
+upstream's harness skips (its ranks exit with "Need at least 2 CUDA devices") on any machine."""
+import unittest
+
+from tests._support import FixtureTestCase
+
+MOD = "tests.compat.cx_upstream_base"
+PATH = "tests/compat/cx_upstream_base.py"
+LINE = ("cx_upstream_base.TestStillUpstream derives from upstream's torch.testing._internal.common_fsdp."
+        "FSDPTestContinuous: its 1 test ran on upstream's harness, not distharness; derive it from "
+        "harness.FSDPTestContinuous instead (`python -m harness.port FILE` rewrites the import)")
+NO_GPUS = {"CUDA_VISIBLE_DEVICES": ""}
+
+
+class _Checks:
+    def test_the_upstream_class_is_named_with_its_base_and_the_fix(self):
+        self.assertInReport(LINE)
+
+    def test_upstream_harness_ran_it_not_ours(self):
+        self.assertNotIn("UPSTREAM-RAN", self.r.output)  # its ranks left with upstream's skip code
+
+    def test_the_harness_class_ran_and_its_cuda_subtest_needs_cuda(self):
+        self.assertMatchesReport(r"needs CUDA: AssertionError: Torch not compiled with CUDA enabled|needs CUDA: "
+                                 r"RuntimeError: (No CUDA GPUs are available|Found no NVIDIA driver)")
+        self.assertMatchesReport(r"cx_upstream_base.py:\d+\)")
+
+    def test_both_skips_are_counted_with_their_reasons(self):
+        line = self.assertMatchesReport(r"2 tests need CUDA, skipped \(a GPU or NCCL was missing\): (.*)$").group(1)
+        self.assertEqual(sorted(t.split("cx_upstream_base.")[-1] for t in line.split(", ")),
+                         ["TestOnHarness.test_all_reduce", "TestStillUpstream.test_all_reduce"])
+        self.assertMatchesReport(r"1 x Need at least 2 CUDA devices: (tests\.compat\.)?cx_upstream_base\."
+                                 r"TestStillUpstream\.test_all_reduce")
+        self.assertMatchesReport(r"1 x hard-code CUDA, ran on CPU for want of GPUs \(HARNESS_DEVICE=cpu makes them "
+                                 r"failures\): (tests\.compat\.)?cx_upstream_base\.TestOnHarness\.test_all_reduce")
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
+class TestUnderRunTests(_Checks, FixtureTestCase):
+    """``python -m MODULE``: the module's own ``run_tests()``."""
+
+    RUNNER = MOD
+    ARGS = ["-v"]
+    ENV = NO_GPUS
+
+    def test_the_harness_class_ran_on_both_ranks(self):
+        rows = self.r.rank_lines("HARNESS-RAN")
+        self.assertEqual({(row["_rank"], row["device"], row["sum"], row["backend"]) for row in rows},
+                         {("0", "cpu", "2", "gloo"), ("1", "cpu", "2", "gloo")}, self.r.describe())
+
+
+class TestUnderPytest(_Checks, FixtureTestCase):
+    RUNNER = "pytest"
+    ARGS = [PATH, "-q", "-rs", "-p", "no:cacheprovider"]
+    ENV = NO_GPUS
+
+    def test_in_the_distharness_section(self):
+        section = self.r.stdout.split(" distharness ", 1)[-1]
+        self.assertIn(LINE.replace("cx_upstream_base.", "tests.compat.cx_upstream_base.", 1), section)
+
+
+class TestUnderTheRunner(_Checks, FixtureTestCase):
+    RUNNER = "harness"
+    ARGS = [PATH]
+    ENV = NO_GPUS
+
+    def test_its_line_says_upstream(self):
+        self.assertMatchesReport(r"SKIP\s+tests\.compat\.cx_upstream_base\.TestStillUpstream\.test_all_reduce\s+"
+                                 r"upstream\s")
+        self.assertInReport("Ran on upstream's harness, not distharness (1 class(es)):")
+        self.assertMatchesReport(r"PASS\s+tests\.compat\.cx_upstream_base\.TestOnHarness\.test_all_reduce\s+cpu/gloo\s+"
+                                 r"ws=2 .*\(2 subtests, 1 skipped\)")
+
+
+if __name__ == "__main__":
+    unittest.main()

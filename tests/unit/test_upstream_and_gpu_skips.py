@@ -1,0 +1,148 @@
+"""Pure decisions of #17: which skip reasons mean "needs a GPU or NCCL", which classes still run on upstream's
+harness, what the port tool maps them to, and the needs-CUDA summary lines. No processes."""
+import unittest
+
+import harness
+from harness import report
+from harness.fallback import gpu_skip
+from harness.port import MAPPING, port_source
+from harness.upstream import HARNESS_NAMES, upstream_base
+
+
+class TestGpuSkip(unittest.TestCase):
+    def test_upstream_words_count(self):
+        for reason in [
+            "Need at least 2 CUDA devices",  # TEST_SKIPS["multi-gpu-2"]
+            "Need at least 1 CUDA device",
+            "c10d was not compiled with the NCCL backend",  # requires_nccl()
+            "c10d not compiled with NCCL support",  # TEST_SKIPS["nccl"]
+            "CUDA is not available.",  # TEST_SKIPS["no_cuda"]
+            "accelerator is not available.",  # TEST_SKIPS["no_accelerator"]
+            "No accelerator communication backend available among ['nccl', 'xccl', 'hccl']",
+            "Test skipped because no GPU peer access",
+            "CUDA not available",
+            "Test requires CUDA",
+        ]:
+            self.assertTrue(gpu_skip(reason), reason)
+
+    def test_the_harness_words_count(self):
+        for reason in [
+            "needs CUDA: AssertionError: Torch not compiled with CUDA enabled (test_x.py:12)",
+            "needs at least 2 CUDA devices (sys.exit(77) in the test: upstream's skip exit code)",
+            "needs 2 GPUs, found 0 (HARNESS_DEVICE=cuda)",
+            "this torch build has no NCCL (HARNESS_DEVICE=cuda)",
+            "needs an accelerator: CPU offload",
+        ]:
+            self.assertTrue(gpu_skip(reason), reason)
+
+    def test_other_skips_do_not(self):
+        for reason in ["Skipped due to small world size.", "Skipped due to odd world size.", "Test skipped for ROCm",
+                       "Test skipped due to missing import", "not implemented for this dtype", "",
+                       "Test skipped at subprocess level, look at subprocess log for skip reason",
+                       "Skipped because distributed backend is not available."]:
+            self.assertFalse(gpu_skip(reason), reason)
+
+
+def _upstream_class(name, module, bases=(unittest.TestCase,)):
+    """A class named and placed as upstream's would be (nothing is imported from torch.testing._internal)."""
+    return type(name, bases, {"__module__": module, "__qualname__": name})
+
+
+class TestUpstreamBase(unittest.TestCase):
+    def test_each_known_base_names_the_harness_class(self):
+        for name, harness_name in HARNESS_NAMES.items():
+            base = _upstream_class(name, "torch.testing._internal.common_distributed")
+            test_cls = type("TestX", (base,), {"__module__": "test_mod", "__qualname__": "TestX"})
+            found = upstream_base(test_cls)
+            self.assertIsNotNone(found, name)
+            self.assertEqual(found.cls, "test_mod.TestX")
+            self.assertEqual(found.base, f"torch.testing._internal.common_distributed.{name}")
+            self.assertEqual(found.harness, f"harness.{harness_name}")
+            self.assertIn(harness_name, harness.__all__)  # the class to use exists and is public
+
+    def test_typo_spelling_maps_to_the_right_name(self):
+        base = _upstream_class("MultiProcContinousTest", "torch.testing._internal.common_distributed")
+        found = upstream_base(type("T", (base,), {"__module__": "m"}))
+        self.assertEqual(found.harness, "harness.MultiProcContinuousTest")
+
+    def test_nearest_upstream_class_and_what_it_is_built_on(self):
+        mptc = _upstream_class("MultiProcessTestCase", "torch.testing._internal.common_distributed")
+        dtb = _upstream_class("DTensorTestBase", "torch.testing._internal.distributed._tensor.common_dtensor", (mptc,))
+        local = _upstream_class("LocalDTensorTestBase", "torch.testing._internal.distributed._tensor.common_dtensor",
+                                (dtb,))
+        found = upstream_base(type("TestLocal", (local,), {"__module__": "m", "__qualname__": "TestLocal"}))
+        self.assertEqual(found.base, "torch.testing._internal.distributed._tensor.common_dtensor.LocalDTensorTestBase")
+        self.assertEqual((found.via, found.harness), ("DTensorTestBase", "harness.DTensorTestBase"))
+        self.assertIn("the harness has no LocalDTensorTestBase; derive it from harness.DTensorTestBase",
+                      found.line())
+
+    def test_the_line_says_class_base_and_fix(self):
+        base = _upstream_class("FSDPTestContinuous", "torch.testing._internal.common_fsdp")
+        found = upstream_base(type("TestGradAcc", (base,), {"__module__": "test_g", "__qualname__": "TestGradAcc"}))
+        self.assertEqual(found.line(), "test_g.TestGradAcc derives from upstream's torch.testing._internal.common_fsdp."
+                                       "FSDPTestContinuous: its tests ran on upstream's harness, not distharness; "
+                                       "derive it from harness.FSDPTestContinuous instead (`python -m harness.port "
+                                       "FILE` rewrites the import)")
+
+    def test_harness_and_plain_classes_are_not_flagged(self):
+        for cls in (harness.FSDPTestContinuous, harness.MultiProcessTestCase, harness.DTensorOpTestBase,
+                    unittest.TestCase, type("T", (unittest.TestCase,), {})):
+            self.assertIsNone(upstream_base(cls), cls)
+        # a same-named class outside torch.testing._internal is not upstream's
+        self.assertIsNone(upstream_base(_upstream_class("FSDPTest", "my_project.common")))
+        self.assertIsNone(upstream_base(object()))
+
+
+class TestPortMapsEveryMirroredBase(unittest.TestCase):
+    MODULES = {
+        "MultiProcessTestCase": "common_distributed", "MultiProcContinuousTest": "common_distributed",
+        "MultiProcContinousTest": "common_distributed", "MultiThreadedTestCase": "common_distributed",
+        "FSDPTest": "common_fsdp", "FSDPTestMultiThread": "common_fsdp", "FSDPTestContinuous": "common_fsdp",
+        "DTensorTestBase": "distributed._tensor.common_dtensor",
+        "DTensorContinuousTestBase": "distributed._tensor.common_dtensor",
+        "DTensorOpTestBase": "distributed._tensor.common_dtensor",
+        "ShardedTensorTestBase": "distributed._shard.sharded_tensor",
+    }
+
+    def test_every_base_is_moved_to_harness(self):
+        self.assertEqual(set(self.MODULES), set(HARNESS_NAMES))
+        for name, module in self.MODULES.items():
+            r = port_source(f"from torch.testing._internal.{module} import {name}\n")
+            self.assertEqual(r.unmapped, [], name)
+            self.assertIn(name, MAPPING[f"torch.testing._internal.{module}"])
+            expected = name if HARNESS_NAMES[name] == name else f"{HARNESS_NAMES[name]} as {name}"
+            self.assertEqual(r.new, f"from harness import {expected}\n")
+
+    def test_typo_with_its_own_alias(self):
+        r = port_source("from torch.testing._internal.common_distributed import MultiProcContinousTest as Base\n")
+        self.assertEqual(r.new, "from harness import MultiProcContinuousTest as Base\n")
+
+
+class TestNeedsCudaLines(unittest.TestCase):
+    def setUp(self):
+        self.saved = dict(report.needs_cuda)
+        report.needs_cuda.clear()
+
+    def tearDown(self):
+        report.needs_cuda.clear()
+        report.needs_cuda.update(self.saved)
+
+    def test_grouped_by_reason(self):
+        report.needs_cuda.update({
+            "m.T.test_a": ["needs CUDA: AssertionError: Torch not compiled with CUDA enabled (m.py:3)"],
+            "m.T.test_b": ["Need at least 2 CUDA devices"],
+            "m.T.test_c": ["Need at least 2 CUDA devices", "Need at least 2 CUDA devices"],
+        })
+        self.assertEqual(report.needs_cuda_lines(), [
+            "3 tests need CUDA (4 subtests), skipped (a GPU or NCCL was missing): m.T.test_a, m.T.test_b, m.T.test_c",
+            "  3 x Need at least 2 CUDA devices: m.T.test_b, m.T.test_c",
+            "  1 x hard-code CUDA, ran on CPU for want of GPUs (HARNESS_DEVICE=cpu makes them failures): m.T.test_a",
+        ])
+
+    def test_none(self):
+        self.assertEqual(report.needs_cuda_lines(), [])
+        self.assertEqual(report.needs_cuda_line(), "")
+
+
+if __name__ == "__main__":
+    unittest.main()
