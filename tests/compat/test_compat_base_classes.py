@@ -2,7 +2,6 @@
 import unittest
 
 from tests._support import FixtureTestCase
-from tests.compat._gpuless import skip_if_gpus
 
 MOD = "tests.compat.cx_base_classes"
 
@@ -23,13 +22,11 @@ class TestBaseClasses(FixtureTestCase):
         self.assertEqual(pids, {row["rank"]: row["pid"] for row in self.r.rank_lines("CONT2")})
 
     def test_continuous_default_world_is_one_rank_per_gpu_of_a_machine_with_enough(self):
-        skip_if_gpus()
         rows = self.r.rank_lines("CONTDEV")
         self.assertEqual(sorted(row["rank"] for row in rows), ["0", "1", "2", "3"], self.r.describe())
         self.assertEqual({(row["ws"], row["dist"]) for row in rows}, {("4", "4")})
 
     def test_dtensor_continuous(self):
-        skip_if_gpus()
         self.assertEqual({row["mesh"] for row in self.r.rank_lines("DTCONT")}, {"4"}, self.r.describe())
 
     def test_multi_threaded_runs_per_thread_hooks_in_each_rank(self):

@@ -2,16 +2,12 @@
 import unittest
 
 from tests._support import FixtureTestCase
-from tests.compat._gpuless import skip_if_gpus
 
 MOD = "tests.compat.cx_world_size"
 
 
 class TestWorldSizeFromDeviceCount(FixtureTestCase):
     ARGS = [MOD, "-v"]
-
-    def setUp(self):
-        skip_if_gpus()
 
     def _ranks(self, tag):
         rows = self.r.rank_lines(tag)

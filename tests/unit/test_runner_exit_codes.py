@@ -46,7 +46,7 @@ class _Listener:
 
 
 class TestClassSetUp(unittest.TestCase):
-    """A class whose setUpClass skips (no GPU here) is a skip with its reason, and one that raises is an error."""
+    """A class whose setUpClass skips is a skip with its reason, and one that raises is an error."""
 
     def run_classes(self, *classes: type) -> list:
         from harness.runner.results import RunnerResult
@@ -60,13 +60,13 @@ class TestClassSetUp(unittest.TestCase):
         class NeedsAGpu(unittest.TestCase):
             @classmethod
             def setUpClass(cls):
-                raise unittest.SkipTest("needs a GPU; this machine has none")
+                raise unittest.SkipTest("the fixture server is not installed")
 
             def test_x(self):
                 pass
 
         [e] = self.run_classes(NeedsAGpu)
-        self.assertEqual((e.status, e.reason, e.real), (Status.SKIPPED, "needs a GPU; this machine has none", False))
+        self.assertEqual((e.status, e.reason, e.real), (Status.SKIPPED, "the fixture server is not installed", False))
         self.assertEqual(exit_code([e]), ExitCode.NO_TESTS)
 
     def test_a_class_whose_set_up_raises_is_an_error(self):
