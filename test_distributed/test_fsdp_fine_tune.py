@@ -129,7 +129,7 @@ class TestFSDPFineTune(FSDPTest):
             return FSDP(module, auto_wrap_policy=ModuleWrapPolicy(policy), device_id=self.device, **kwargs)
 
     def _ddp(self, module: nn.Module) -> DDP:
-        return DDP(module, device_ids=[self.rank] if self.device_type == "cuda" else None)
+        return DDP(module, device_ids=[self.device.index] if self.device_type == "cuda" else None)
 
     def _full_params(self, model: nn.Module) -> dict[str, torch.Tensor]:
         """Every original parameter, unsharded, by its name in the unwrapped model."""
