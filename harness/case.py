@@ -68,7 +68,8 @@ class MultiProcessTestCase(DistributedAssertions):
         import torch
 
         if self.device_type == "cuda":
-            return torch.device("cuda", self.rank % max(1, torch.cuda.device_count()))
+            # the GPU the harness put this rank on: cuda:r % G in a pool, LOCAL_RANK's under torchrun
+            return torch.device("cuda", torch.cuda.current_device())
         return torch.device("cpu")
 
     @property
