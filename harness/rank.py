@@ -39,6 +39,7 @@ class Task:
     seed: int
     kwargs: dict[str, Any] | None = None  # a hypothesis example; None for a plain test
     shared: bool = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
+    gpu: int | None = None  # this rank's GPU (cuda:gpu), made current again before every test
     temp_dir: str | None = None
     file_name: str | None = None
     fresh_pg: bool = False  # the last test went wrong: rebuild the process group first
@@ -59,6 +60,7 @@ class RankContext:
     #: barrier on the test's process group (torchrun, where there is no parent)
     meet: Any = None
     shared: bool = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
+    gpu: int | None = None  # this rank's GPU (cuda:gpu), made current again before every test
     #: tell the parent at once that the test failed here, before tearDown and the cleanups run (pool mode):
     #: its peers' HARNESS_PEER_GRACE starts then, even if this rank then waits for them in a tearDown
     notice: Any = None
@@ -91,11 +93,14 @@ def _resolve(task: Task) -> type:
     return obj
 
 
-def _reset_state(seed: int) -> None:
+def _reset_state(seed: int, gpu: int | None = None) -> None:
     """Every test starts the same way on every rank, whatever the previous test did."""
     import random
 
     import torch
+
+    if gpu is not None:
+        torch.cuda.set_device(gpu)  # a test may have made another GPU current
 
     torch.manual_seed(seed)
     random.seed(seed)
@@ -258,7 +263,7 @@ def _execute(task: Task, ctx: RankContext) -> RankResult:
             cls = _resolve(task)
             test = cls(task.method)
             test._harness_bind(ctx.rank, task, ctx.device_type)
-            _reset_state(task.seed)
+            _reset_state(task.seed, ctx.gpu)
             fn = getattr(cls, task.method)
             marks = markers(fn)
             if task.fresh_pg and keeper is not None:
@@ -445,7 +450,7 @@ def _arm_stack_dumps(stack_file: Any) -> None:
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True, chain=False)
 
 
-def take_gpu(local_rank: int, ranks_on_node: int, shared: bool) -> None:
+def take_gpu(local_rank: int, ranks_on_node: int, shared: bool) -> int:
     """Put this rank on its GPU (``cuda:local_rank % G``); sharing a GPU, cap its share of the GPU's memory.
 
     Ranks that share a GPU each have their own CUDA context and caching allocator; without a cap one rank
@@ -461,6 +466,7 @@ def take_gpu(local_rank: int, ranks_on_node: int, shared: bool) -> None:
         on_this_gpu = len(range(device, ranks_on_node, gpus))
         if on_this_gpu > 1:
             torch.cuda.set_per_process_memory_fraction(0.9 / on_this_gpu, device)
+    return device
 
 
 def _serve(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str, threads: int) -> None:
@@ -474,14 +480,13 @@ def _serve(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str, thre
         from harness.comms import ProcessGroupKeeper
 
         torch.set_num_threads(threads)
-        if device_type == "cuda":
-            take_gpu(rank, world_size, shared)
+        gpu = take_gpu(rank, world_size, shared) if device_type == "cuda" else None
         import torch.distributed as dist
 
         store_path = os.path.join(pool_dir, "store")
         ctx = RankContext(rank, world_size, device_type, os.path.join(pool_dir, f"rank{rank}.out"),
                           ProcessGroupKeeper(lambda: dist.FileStore(store_path, world_size), rank, world_size),
-                          meet=_parent_meeting(conn), notice=_parent_notice(conn), shared=shared)
+                          meet=_parent_meeting(conn), notice=_parent_notice(conn), shared=shared, gpu=gpu)
     except BaseException as exc:  # noqa: B902
         conn.send(("error", capture_exception(exc)))
         return

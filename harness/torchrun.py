@@ -80,8 +80,9 @@ class _Job:
             reason=f"{node.reason}, for the {local_world} local ranks of this node" if node.shared else node.reason)
         self.device_type = node.device_type
         self.skip_all = f"{node.skip} on this node" if node.skip else ""
+        gpu = None
         if self.device_type == "cuda" and not self.skip_all:
-            take_gpu(self.local_rank, local_world, node.shared)
+            gpu = take_gpu(self.local_rank, local_world, node.shared)
         if conf.threads:
             torch.set_num_threads(conf.threads)
         store, _, _ = next(dist.rendezvous("env://", self.rank, self.world_size))
@@ -91,7 +92,7 @@ class _Job:
         keeper = ProcessGroupKeeper(lambda: self.store, self.rank, self.world_size,
                                     timeout_s=conf.timeout_for(None) + 60, local_rank=self.local_rank)
         self.ctx = RankContext(self.rank, self.world_size, self.device_type,
-                               os.path.join(self.scratch, "out"), keeper, shared=node.shared)
+                               os.path.join(self.scratch, "out"), keeper, shared=node.shared, gpu=gpu)
         self.seq = 0
         self.pg_suspect = False
         self.active: tuple[str, str] | None = None  # (store prefix, test id) of the test under way
