@@ -168,7 +168,7 @@ class RunnerResult(unittest.TestResult):
         self._t0 = 0.0
         self._records_at = 0
         self.class_seconds: dict[str, float] = {}
-        self._outside_from: float | None = None  # when the time outside tests began: the last test's end, the run's start
+        self._outside_from: float | None = None  # since when no test runs: the last test's end, the run's start
         self._last_class: str | None = None  # the class of the test that ran last
 
     def startTestRun(self) -> None:

@@ -30,18 +30,21 @@ import unittest
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-__all__ = ["Split", "class_key", "class_unit", "unit_of", "split", "split_by_class", "shard", "load_times", "save_times"]
+__all__ = ["Split", "class_key", "class_unit", "unit_of", "split", "split_by_class", "shard", "load_times",
+           "save_times"]
 
 
 def class_key(test_id: str) -> str:
-    """``pkg.mod.Class.test_x`` -> ``pkg.mod.Class``: the class id a test id belongs to (an id without a dot: itself)."""
+    """``pkg.mod.Class.test_x`` -> ``pkg.mod.Class``: the class id of a test id (an id without a dot: itself)."""
     return test_id.rpartition(".")[0] or test_id
 
 
 def class_unit(cls: Any) -> str | None:
     """The class id (``pkg.mod.Class``) of a test class; None for what has no class of its own: a module that
     failed to import (unittest's ``_FailedTest``), a ``FunctionTestCase``, anything not a TestCase class."""
-    if not isinstance(cls, type) or not issubclass(cls, unittest.TestCase) or issubclass(cls, unittest.FunctionTestCase):
+    if not isinstance(cls, type) or not issubclass(cls, unittest.TestCase):
+        return None
+    if issubclass(cls, unittest.FunctionTestCase):
         return None
     if cls.__name__ == "_FailedTest":  # harness.runner.selection.is_load_failure: the stand-in for an import error
         return None
