@@ -86,13 +86,16 @@ def build_parser(defaults: Defaults = Defaults()) -> argparse.ArgumentParser:
     what.add_argument("-x", "--exclude", action="append", default=[], metavar="MODULE",
                       help="skip this module (same forms as --include); repeatable; wins over --include")
     what.add_argument("--shard", nargs=2, type=int, metavar=("I", "N"),
-                      help="run shard I of N (1 <= I <= N), balanced by the durations in the times file")
+                      help="run shard I of N (1 <= I <= N): whole classes, balanced by the test and class set-up "
+                           "times in the times file")
     what.add_argument("--times-file", metavar="PATH",
-                      help="JSON file of recorded test durations used by --shard and written by --update-times "
+                      help="JSON file of recorded test and class set-up times used by --shard and --jobs and "
+                           "written by --update-times "
                            f"(default: {defaults.times_file}"
                            f"{' in the current directory' if defaults.root is None else ''})")
     what.add_argument("--update-times", action="store_true",
-                      help="after the run, merge this run's test durations into the times file")
+                      help="after the run, merge this run's test durations and class set-up/tear-down times into "
+                           "the times file")
     what.add_argument("--list", dest="list_only", action="store_true",
                       help="print the ids of the tests that would run (after -k/-i/-x/--shard) and exit")
 

@@ -3,10 +3,11 @@
 On a machine with many cores (a 16-core GPU machine, say) one runner leaves most of them idle: a test's
 ranks start, import torch (seconds with a CUDA build) and run one test at a time. With ``--jobs N`` the
 parent splits the tests by class (a class and its ``setUpClass`` never run twice), balanced by the times
-file, and starts N workers, each ``python -m harness`` over the same folders or targets, told which
-tests are its share. Each worker has its own rank pools. The parent forwards each worker's per-test
-lines as they come (``j2 [ 3/40] PASS ...``), then reads back every worker's entries (the same data a
-single runner keeps) and reports once: the summary, the JUnit XML, the times file, the exit code.
+file (harness.runner.sharding.split_by_class: the split ``--shard`` makes), and starts N workers, each
+``python -m harness`` over the same folders or targets, told which tests are its share. Each worker has
+its own rank pools. The parent forwards each worker's per-test lines as they come (``j2 [ 3/40] PASS
+...``), then reads back every worker's entries and class set-up times (the same data a single runner
+keeps) and reports once: the summary, the JUnit XML, the times file, the exit code.
 A worker that dies without reporting is an error naming its tests and the end of its output.
 """
 from __future__ import annotations
@@ -26,40 +27,13 @@ from typing import Any, Mapping, Sequence, TextIO
 
 from harness.pool import Terminated, install_sigterm_handler
 from harness.runner.results import Entry, Problem
-from harness.runner.sharding import split
+from harness.runner.sharding import split_by_class, unit_of
 from harness.status import Status
 
-__all__ = ["class_key", "split_by_class", "worker_argv", "run_jobs", "write_worker_report", "JobsOutcome"]
+__all__ = ["worker_argv", "run_jobs", "write_worker_report", "JobsOutcome"]
 
 # A worker's per-test line (harness.runner.console.Console.test_done): forwarded as it comes.
 _TEST_LINE = re.compile(r"^\[\s*[\d-]+/\d+\] ")
-
-
-def class_key(test_id: str) -> str:
-    """``pkg.mod.Class.test_x`` -> ``pkg.mod.Class``: the unit a worker takes whole."""
-    return test_id.rpartition(".")[0] or test_id
-
-
-def split_by_class(ids: Sequence[str], count: int, times: Mapping[str, float]) -> list[list[str]]:
-    """``ids`` in ``count`` parts, each class whole, balanced by the recorded durations (longest first).
-
-    Example::
-
-        split_by_class(["m.A.t1", "m.A.t2", "m.B.t1"], 2, {"m.A.t1": 5.0})   # [["m.A.t1", "m.A.t2"], ["m.B.t1"]]
-    """
-    classes: dict[str, list[str]] = {}
-    for test_id in ids:
-        classes.setdefault(class_key(test_id), []).append(test_id)
-    known = [times[i] for i in ids if i in times]
-    default = sum(known) / len(known) if known else 1.0
-    weight = {key: sum(times.get(i, default) for i in members) for key, members in classes.items()}
-    keys = list(classes)
-    owners = split(keys, count, weight).owners
-    parts: list[list[str]] = [[] for _ in range(count)]
-    for key, owner in zip(keys, owners):
-        parts[owner].extend(classes[key])
-    order = {test_id: n for n, test_id in enumerate(ids)}
-    return [sorted(part, key=order.__getitem__) for part in parts if part]
 
 
 def worker_argv(options: Any, profile: str, ids_file: str, report_file: str) -> list[str]:
@@ -81,10 +55,13 @@ def worker_argv(options: Any, profile: str, ids_file: str, report_file: str) -> 
     return argv
 
 
-def write_worker_report(path: str, entries: list[Entry], notes: list[str], started: int) -> None:
-    """What a worker hands back to the parent: its entries (plain data) and its end-of-run notes."""
+def write_worker_report(path: str, entries: list[Entry], notes: list[str], started: int,
+                        class_seconds: Mapping[str, float] | None = None) -> None:
+    """What a worker hands back to the parent: its entries (plain data), its end-of-run notes and the
+    seconds its classes spent outside their tests (RunnerResult.class_seconds)."""
     with open(path + ".tmp", "wb") as f:
-        pickle.dump({"entries": entries, "notes": notes, "started": started}, f)
+        pickle.dump({"entries": entries, "notes": notes, "started": started,
+                     "class_seconds": dict(class_seconds or {})}, f)
     os.replace(path + ".tmp", path)
 
 
@@ -93,6 +70,7 @@ class JobsOutcome:
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
+        self.class_seconds: dict[str, float] = {}  # class id -> seconds outside its tests (set-up, tear-down)
         self.notes: list[str] = []
         self.started = 0
         self.interrupted = ""
@@ -109,7 +87,7 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
     from harness.runner.results import interrupt_reason
 
     ids = [t.id() for t in tests]
-    parts = split_by_class(ids, jobs, times)
+    parts = split_by_class(ids, jobs, times, [unit_of(t) for t in tests])
     outcome = JobsOutcome()
     tmp = tempfile.mkdtemp(prefix="harness-jobs-")
     env = dict(os.environ)
@@ -168,6 +146,8 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
             continue
         outcome.entries += report["entries"]
         outcome.started += report["started"]
+        for key, seconds in report.get("class_seconds", {}).items():
+            outcome.class_seconds[key] = outcome.class_seconds.get(key, 0.0) + seconds
         outcome.notes += [n for n in report["notes"] if n not in outcome.notes]
     shutil.rmtree(tmp, ignore_errors=True)
     return outcome

@@ -8,6 +8,7 @@ import unittest
 from typing import Any, Protocol, Sequence
 
 from harness.runner.selection import is_load_failure, module_of
+from harness.runner.sharding import class_unit
 from harness.status import BAD, ExitCode, Status
 
 __all__ = ["Problem", "Entry", "Listener", "RunnerResult", "Counts", "counts", "exit_code", "interrupt_reason"]
@@ -112,8 +113,40 @@ def _split_id(test: Any) -> tuple[str, str, str]:
     return test_id, module, test_id
 
 
+# unittest.suite.TestSuite runs each class and module fixture between result._setupStdout() and
+# result._restoreStdout(); the suite's step that is running says whose fixture just ended.
+_CLASS_TEAR_DOWN = "_tearDownPreviousClass"  # tearDownClass (and class cleanups) of `previousClass`
+_MODULE_TEAR_DOWN = "_handleModuleTearDown"  # tearDownModule: counted with the module's last class
+_CLASS_SET_UP = "_handleClassSetUp"  # setUpClass of `currentClass` (a setUpModule before it is counted with it)
+_STEPS = {_CLASS_TEAR_DOWN: "previousClass", _MODULE_TEAR_DOWN: "", _CLASS_SET_UP: "currentClass"}
+
+
+def _fixture_step() -> tuple[str, Any]:
+    """Which of unittest's fixture steps is ending: its name and the class it handles; ("", None) when the
+    caller is none of them (setUpModule, or a unittest that names its steps otherwise)."""
+    frame = sys._getframe(1)
+    try:
+        for _ in range(8):
+            if frame is None:
+                break
+            name = frame.f_code.co_name
+            if name in _STEPS and frame.f_globals.get("__name__") == "unittest.suite":
+                return name, frame.f_locals.get(_STEPS[name]) if _STEPS[name] else None
+            frame = frame.f_back
+        return "", None
+    finally:
+        del frame
+
+
 class RunnerResult(unittest.TestResult):
     """Turns unittest's calls into one :class:`Entry` per test, and tells the listener as each ends.
+
+    It also measures the time each class spends outside its tests, in ``class_seconds`` (class id
+    ``pkg.mod.Class`` -> seconds): its ``setUpClass`` (with a ``setUpModule`` that ran just before it) and
+    its ``tearDownClass`` (with a ``tearDownModule`` that ran just after it). Where unittest's fixture steps
+    cannot be told apart, the whole gap between two classes' tests counts for the class that comes next,
+    and what follows the last test for the last class. ``--update-times`` records it, ``--shard`` and
+    ``--jobs`` weigh a class with it.
 
     Example::
 
@@ -134,11 +167,41 @@ class RunnerResult(unittest.TestResult):
         self._outcome_seen = False
         self._t0 = 0.0
         self._records_at = 0
+        self.class_seconds: dict[str, float] = {}
+        self._outside_from: float | None = None  # since when no test runs: the last test's end, the run's start
+        self._last_class: str | None = None  # the class of the test that ran last
+
+    def startTestRun(self) -> None:
+        super().startTestRun()
+        self._outside_from = time.monotonic()
+
+    def stopTestRun(self) -> None:
+        self._charge(self._last_class, time.monotonic())  # the last class's tearDownClass, where unmeasured
+        super().stopTestRun()
+
+    def _charge(self, unit: str | None, now: float) -> None:
+        """The time outside tests since the last mark goes to class ``unit`` (None: to no one); mark ``now``."""
+        if unit is not None and self._outside_from is not None:
+            self.class_seconds[unit] = self.class_seconds.get(unit, 0.0) + max(0.0, now - self._outside_from)
+        self._outside_from = now
+
+    def _fixture_ended(self) -> None:
+        step, cls = _fixture_step()
+        now = time.monotonic()
+        if step == _CLASS_TEAR_DOWN:
+            self._charge(class_unit(cls) or self._last_class, now)
+        elif step == _MODULE_TEAR_DOWN:
+            self._charge(self._last_class, now)
+        elif step == _CLASS_SET_UP:
+            self._charge(class_unit(cls), now)
+        # else: a setUpModule (or a step not known): its time waits for the class whose tests come next
 
     # unittest mirrors buffered output of a failing test to the terminal at once; we show it in the report.
     def _restoreStdout(self) -> None:
         self._mirrorOutput = False
         super()._restoreStdout()
+        if self._current is None:  # outside a test: a class or module fixture just ended
+            self._fixture_ended()
 
     def stop_interrupted(self) -> None:
         """After an interrupt inside a test: give the terminal back its stdout."""
@@ -158,6 +221,10 @@ class RunnerResult(unittest.TestResult):
             self._current.placement = "upstream"
             self._current.why_placed = found.line()
         self._t0 = time.monotonic()
+        unit = class_unit(type(test))
+        if unit != self._last_class:  # a class's first test: what is left of the time since the last test is its own
+            self._charge(unit, self._t0)
+        self._last_class = unit
         super().startTest(test)
 
     def _entry_for(self, test: Any, outside: Status = Status.ERROR) -> Entry:
@@ -266,3 +333,4 @@ class RunnerResult(unittest.TestResult):
         self.entries.append(entry)
         self._current = None
         self.listener.test_done(entry, self.started)
+        self._outside_from = time.monotonic()

@@ -7,16 +7,16 @@ import sys
 import time
 import unittest
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Mapping, Sequence, TextIO
 
 from harness.config import Settings
 from harness.runner.console import Console
-from harness.runner.results import RunnerResult, exit_code, interrupt_reason
+from harness.runner.results import Entry, RunnerResult, exit_code, interrupt_reason
 from harness.runner.selection import check_includes, collect, module_of, select, shuffle
 from harness.runner.sharding import load_times, save_times, shard
 from harness.status import BAD, ExitCode, Status
 
-__all__ = ["Options", "Plan", "prepare", "execute"]
+__all__ = ["Options", "Plan", "prepare", "execute", "times_to_record"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +166,7 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
 
         outcome = run_jobs(options, profile_name(), tests, options.jobs, load_times(options.times_file), out)
         entries, notes, ran, interrupted = outcome.entries, outcome.notes, outcome.started, outcome.interrupted
+        class_seconds = outcome.class_seconds
     else:
         result = RunnerResult(console, buffer=options.buffer, failfast=options.failfast, keep_output=options.verbose)
         result.startTestRun()
@@ -177,11 +178,11 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
         finally:
             result.stopTestRun()
             notes = _after_the_tests(plan)
-        entries, ran = result.entries, result.started
+        entries, ran, class_seconds = result.entries, result.started, result.class_seconds
         if options.job_of is not None:  # a --jobs worker: the parent reports
             from harness.runner.jobs import write_worker_report
 
-            write_worker_report(options.job_of[1], entries, notes, ran)
+            write_worker_report(options.job_of[1], entries, notes, ran, class_seconds)
             return exit_code(entries, interrupted)
     wall = time.monotonic() - started
 
@@ -199,11 +200,27 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
         write_junit(options.junit_xml, entries, wall)
         console.write(f"JUnit XML: {options.junit_xml}\n")
     if options.update_times and plan.reporting:
-        timed = {e.test_id: e.seconds for e in entries if e.status != Status.SKIPPED and e.real}
-        save_times(options.times_file, timed)
-        console.write(f"times of {len(timed)} tests merged into {options.times_file}\n")
+        timed, classes = times_to_record(entries, class_seconds)
+        save_times(options.times_file, timed, classes)
+        console.write(f"times of {len(timed)} tests and the set-up of {len(classes)} classes merged into "
+                      f"{options.times_file}\n")
     console.count_line(entries, len(tests), plan.discovered, options.where, bool(interrupted))
     return exit_code(entries, interrupted)
+
+
+def times_to_record(entries: Sequence[Entry], class_seconds: Mapping[str, float]) -> tuple[dict[str, float],
+                                                                                         dict[str, float]]:
+    """What ``--update-times`` records: the seconds of each test that ran (not skipped, not an import or
+    set-up failure), and the set-up/tear-down seconds of each class that had such a test.
+
+    Example::
+
+        tests, classes = times_to_record(result.entries, result.class_seconds)
+    """
+    ran = [e for e in entries if e.status != Status.SKIPPED and e.real]
+    ran_classes = {e.classname for e in ran}  # a class whose tests were all skipped is not timed either
+    return ({e.test_id: e.seconds for e in ran},
+            {k: v for k, v in class_seconds.items() if k in ran_classes})
 
 
 def _after_the_tests(plan: Plan) -> list[str]:

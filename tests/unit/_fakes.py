@@ -28,3 +28,9 @@ def entry(test_id: str, status: Status = Status.PASSED, seconds: float = 1.0, **
         e.problems.append(Problem(status, test_id, f"Traceback (most recent call last):\n  File \"x.py\", line 1\n"
                                                    f"AssertionError: {method} went wrong"))
     return e
+
+
+def load_failure(module: str) -> unittest.TestCase:
+    """What unittest makes of a module that cannot be imported (``module`` must not exist): one failing test."""
+    (failed,) = list(unittest.TestLoader().loadTestsFromName(module))
+    return failed

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from hypothesis import given, strategies as st
 
-from harness.runner.jobs import class_key, split_by_class, worker_argv
+from harness.runner.jobs import worker_argv
+from harness.runner.sharding import class_key, split_by_class
 from harness.runner.session import Options
 
 _ids = st.lists(st.tuples(st.sampled_from(["a", "b", "pkg.c"]), st.sampled_from(["T", "U", "V", "W"]),
