@@ -67,7 +67,7 @@ def gather(world_sizes: list[int], collect_env: bool) -> dict[str, Any]:
     facts["gpus"] = gpus
     facts["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES")
 
-    from harness.comms import choose_placement
+    from harness.placement import choose_placement
     from harness.config import VARIABLES, settings
     from harness.hypothesis_support import profile_choice
 
