@@ -1,16 +1,14 @@
 """Inside a rank: the default process group set up and kept from test to test, and what a test made torn down.
 
-Where a test runs and on which backend is decided in ``harness.placement`` (re-exported here).
+Where a test runs and on which backend is decided in ``harness.placement``.
 """
 from __future__ import annotations
 
 import datetime
 from typing import Any, Callable
 
-from harness.placement import Placement, choose_placement, gpu_count, normalize_backend
 
-__all__ = ["Placement", "choose_placement", "normalize_backend", "ProcessGroupKeeper", "gpu_count",
-           "forget_destroyed_groups"]
+__all__ = ["ProcessGroupKeeper", "forget_destroyed_groups"]
 
 
 class ProcessGroupKeeper:

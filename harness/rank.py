@@ -249,7 +249,7 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
 
 
 def _execute(task: Task, ctx: RankContext) -> RankResult:
-    from harness.comms import normalize_backend
+    from harness.placement import normalize_backend
     from harness.decorators import markers
 
     pid = os.getpid()  # a child the test forked that returns here must never act as this rank
