@@ -61,7 +61,6 @@ class ProcessGroupKeeper:
 
         if dist.is_initialized():
             dist.destroy_process_group()
-            forget_destroyed_groups()
         self.backend = None
 
     def forget_if_gone(self) -> None:
@@ -80,16 +79,12 @@ class ProcessGroupKeeper:
         from torch.distributed import distributed_c10d as c10d
 
         default = c10d._get_default_group()
-        destroyed = False
         for pg in list(c10d._world.pg_map.keys()):
             if pg is not default:
                 try:
                     dist.destroy_process_group(pg)
-                    destroyed = True
                 except Exception:
                     pass
-        if destroyed:
-            forget_destroyed_groups()
 
 
 def forget_destroyed_groups() -> None:

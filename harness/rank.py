@@ -341,16 +341,18 @@ def _after_test(keeper: Any, result: RankResult) -> None:
     if keeper.backend is not None:
         result.default_group = dist.is_initialized()  # the parent compares the ranks (isolation.world_changes)
 
-    keeper.forget_if_gone()
-    if result.is_bad and keeper.backend is not None and "nccl" not in keeper.backend:
-        # Closing a gloo group wakes the peers still blocked on this rank at once ("Connection closed
-        # by peer") instead of at the timeout; the parent rebuilds the group for the next test.
-        keeper.release()
-        return
-    keeper.destroy_subgroups()
-    if keeper.backend is None:
-        keeper.release()  # a group the test made itself (not ours) does not outlive the test
-    forget_destroyed_groups()  # whoever destroyed a group (the test or the harness), no cache hands out its mesh
+    try:
+        keeper.forget_if_gone()
+        if result.is_bad and keeper.backend is not None and "nccl" not in keeper.backend:
+            # Closing a gloo group wakes the peers still blocked on this rank at once ("Connection closed
+            # by peer") instead of at the timeout; the parent rebuilds the group for the next test.
+            keeper.release()
+            return
+        keeper.destroy_subgroups()
+        if keeper.backend is None:
+            keeper.release()  # a group the test made itself (not ours) does not outlive the test
+    finally:
+        forget_destroyed_groups()  # whoever destroyed a group (the test or the harness), no cache hands out its mesh
 
 
 def _orphaned_exit(pool_dir: str) -> None:
