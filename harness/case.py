@@ -6,11 +6,11 @@ import os
 import unittest
 from typing import Any, Callable
 
-from harness import execution, torchrun
 from harness.assertions import DistributedAssertions
 from harness.decorators import markers
 from harness.errors import UsageError
-from harness.rank import Task
+from harness.protocol import Task
+from harness.run import Run, run_for
 
 __all__ = ["MultiProcessTestCase", "FSDPTest", "DTensorTestBase"]
 
@@ -146,15 +146,17 @@ class MultiProcessTestCase(DistributedAssertions):
     def run(self, result: unittest.TestResult | None = None) -> unittest.TestResult | None:
         if self._harness_in_rank:
             return super().run(result)
+        from harness.testrun import run_test
+
         name = self._testMethodName
         method = getattr(self, name)
-        _count_decorator_skip(self, method)
-        body = torchrun.run_as_launched_rank if torchrun.launched() else execution.run_in_pool
+        run = run_for(result)  # the entry point's run (settings, ranks, notes), else the process's default run
+        _count_decorator_skip(self, method, run)
 
         @functools.wraps(method)
         def dispatch() -> None:
             __tracebackhide__ = True
-            body(self)
+            run_test(self, run)
 
         # The parent runs no setUp/tearDown (they belong to the ranks) and calls `dispatch` as the test.
         # Whatever the instance held under those names (pytest sets the test method on the instance and
@@ -177,17 +179,17 @@ def _nothing() -> None:
     pass
 
 
-def _count_decorator_skip(test: MultiProcessTestCase, method: Any) -> None:
+def _count_decorator_skip(test: MultiProcessTestCase, method: Any, run: Run) -> None:
     """A skip decorator on the test or its class (upstream's ``requires_nccl()``, ``skipIf(not TEST_CUDA, ...)``)
     skips before any rank runs: count it in the needs-CUDA line when its reason means a GPU or NCCL."""
-    from harness import report
     from harness.fallback import gpu_skip
+    from harness.notes import short_id
 
     for holder in (type(test), method):
         if getattr(holder, "__unittest_skip__", False):
             why = str(getattr(holder, "__unittest_skip_why__", "") or "")
             if gpu_skip(why):
-                report.note_needs_cuda(report.short_id(test), why)
+                run.notes.needs_cuda_for(short_id(test), why)
             return
 
 

@@ -34,12 +34,23 @@ class ProcessGroupKeeper:
             self._store = self.store_factory()
         return self._store
 
-    def ensure(self, backend: str, device_type: str) -> bool:
-        """Make sure the default group exists with ``backend``; returns True when it was reused."""
+    def ensure(self, backend: str, device_type: str, timeout_s: float | None = None) -> bool:
+        """Make sure the default group exists with ``backend``, and that its collectives wait at least
+        ``timeout_s`` (the test's own limit stays the first to fire); returns True when it was reused."""
         import torch.distributed as dist
 
+        wanted = datetime.timedelta(seconds=timeout_s) if timeout_s else self.timeout
         if dist.is_initialized() and self.backend == backend:
-            return True
+            if wanted > self.timeout:
+                try:
+                    dist.distributed_c10d._set_pg_timeout(wanted)
+                    self.timeout = wanted
+                    return True
+                except Exception:
+                    pass  # a torch without it: a new group with the longer timeout
+            else:
+                return True
+        self.timeout = max(self.timeout, wanted)
         self.release()
         _reset_group_names()
         self.generation += 1

@@ -221,7 +221,7 @@ class ShardedTensorTestBase(MultiProcessTestCase):
         """Make the default group (a test without ``@with_comms`` that makes its own)."""
         import torch.distributed as dist
 
-        from harness.comms import normalize_backend
+        from harness.placement import normalize_backend
 
         if dist.is_initialized():
             return

@@ -1,7 +1,7 @@
 """One frozen settings object, built from the ``HARNESS_*`` environment variables when needed.
 
 Every setting is defined once, in :data:`VARIABLES`: its variable, default, allowed values, meaning
-and the :class:`Settings` field it feeds. Parsing, :func:`configure`'s checks, the runner's
+and the :class:`Settings` field it feeds. Parsing, :func:`settings`'s checks of a runner's values, the runner's
 ``--help``, ``tools/env_report.py`` and the README's table (checked by ``tests/unit``) all follow it.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from harness.errors import UsageError
 
-__all__ = ["Variable", "VARIABLES", "Settings", "settings", "configure", "output_limit", "variables",
+__all__ = ["Variable", "VARIABLES", "Settings", "settings", "variables",
            "DEVICE_CHOICES", "ENV_CHANGED_CHOICES", "DEFAULT_TIMEOUT"]
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "nccl", "cuda-shared")
@@ -160,9 +160,9 @@ def parse(name: str, raw: str) -> Any:
 
 
 def _check(name: str, value: Any) -> None:
-    """A value given to :func:`configure` for setting ``name``: what the environment could give, or an error."""
+    """A value given to :func:`settings` for setting ``name``: what the environment could give, or an error."""
     var = VARIABLES[name]
-    given = f"configure({var.field}={value!r}) ({name})"
+    given = f"settings({var.field}={value!r}) ({name})"
     if var.kind == "choice" and value not in var.choices:
         raise UsageError(f"{given}: not one of {', '.join(var.choices)}")
     if var.kind == "flag" and not isinstance(value, bool):
@@ -179,41 +179,24 @@ def _check(name: str, value: Any) -> None:
 
 _BY_FIELD = {var.field: name for name, var in VARIABLES.items()}
 
-#: values set in this process over the environment's (the runner's command line: harness.config.configure)
-_overrides: dict[str, Any] = {}
 
+def settings(**values: Any) -> Settings:
+    """The settings from the ``HARNESS_*`` variables as they are now, with ``values`` (checked) over them.
 
-def configure(**values: Any) -> Settings:
-    """Set settings for this process over the ``HARNESS_*`` environment, and return the result.
-
-    The runner passes its command line this way instead of writing environment variables. Rank
-    processes receive the parent's settings when they start (harness.pool).
+    Cheap; called where a run is made (``harness.run.Run``), never at import. The runner passes its
+    command line as ``values``; the ranks a run spawns are handed the result (harness.pool), so they
+    never read the environment again.
 
     Example::
 
-        configure(device="cpu", timeout=60.0)
+        settings()                              # the environment's
+        settings(device="cpu", timeout=60.0)    # the runner's --device cpu --timeout 60 over them
     """
     unknown = sorted(set(values) - set(_BY_FIELD))
     if unknown:
-        raise UsageError(f"configure(): unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_BY_FIELD))}")
+        raise UsageError(f"settings(): unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_BY_FIELD))}")
     for field, value in values.items():
         _check(_BY_FIELD[field], value)
-    _overrides.update(values)
-    return settings()
-
-
-def settings() -> Settings:
-    """Read the ``HARNESS_*`` variables now (cheap; called where a value is needed, never at import),
-    with whatever :func:`configure` set in this process on top."""
-    values = {var.field: parse(name, os.environ.get(name, var.default)) for name, var in VARIABLES.items()
-              if var.field not in _overrides}
-    return Settings(**values, **_overrides)
-
-
-def output_limit() -> int:
-    """HARNESS_OUTPUT_LIMIT, for the places that bound a rank's output (a bad value: the default; the parent
-    has already refused it with a message when the run started)."""
-    try:
-        return settings().output_limit
-    except UsageError:
-        return int(VARIABLES["HARNESS_OUTPUT_LIMIT"].default)
+    from_env = {var.field: parse(name, os.environ.get(name, var.default)) for name, var in VARIABLES.items()
+                if var.field not in values}
+    return Settings(**from_env, **values)

@@ -20,8 +20,10 @@ The RNGs need no snapshot: every test starts from the same seeds (``rank._reset_
 
 What cannot be put back is returned as a list of plain sentences: a function or class of torch or
 torch.distributed replaced and left so (other modules may hold the replacement), threads left
-running, child processes left running (they are killed). The parent (``case.py``) then replaces the
-ranks before the next test and names the test in the run's summary (:func:`world_changes`).
+running, child processes left running (they are killed). The parent then replaces the ranks before
+the next test and names the test in the run's summary (``harness.verdict.world_changes``).
+
+Everything here runs in a rank.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ import types
 import warnings
 from typing import Any, Callable
 
-__all__ = ["Snapshot", "record", "restore", "world_changes", "fail_altering"]
+__all__ = ["Snapshot", "record", "restore"]
 
 # Modules and classes whose functions tests replace ("dist.all_reduce = spy"). Only those already
 # imported when a test starts are watched; additions (lazy submodules, caches) are never reported.
@@ -568,44 +570,3 @@ def _reap(pid: int) -> None:
         if done or time.monotonic() > deadline:
             return
         time.sleep(0.01)
-
-
-# ---- in the parent -------------------------------------------------------------------------------
-
-
-def world_changes(results: list[Any]) -> list[str]:
-    """What the ranks of one test left altered, one sentence each, ranks named where not all did.
-
-    ``results`` are the ranks' RankResults: their ``altered`` lists, and ``default_group`` (whether the
-    harness's default process group was still there after the test) that only the world as a whole
-    can judge: destroyed on some ranks and kept on others, the next test would hang in it.
-    """
-    ranks = sorted(r.rank for r in results)
-    by_text: dict[str, list[int]] = {}
-    for r in results:
-        for text in getattr(r, "altered", None) or []:
-            by_text.setdefault(text, []).append(r.rank)
-    changes = [text if sorted(who) == ranks else f"{text} (rank{'s' if len(who) > 1 else ''} "
-               f"{', '.join(map(str, sorted(who)))})" for text, who in by_text.items()]
-    kept = [r.rank for r in results if getattr(r, "default_group", None) is True]
-    gone = [r.rank for r in results if getattr(r, "default_group", None) is False]
-    if kept and gone:
-        changes.append(f"the default process group destroyed on rank{'s' if len(gone) > 1 else ''} "
-                       f"{', '.join(map(str, gone))} only")
-    return changes
-
-
-def fail_altering(results: list[Any], changes: list[str]) -> None:
-    """HARNESS_ENV_CHANGED=fail: the ranks that left the process altered fail the test (if it passed)."""
-    from harness.outcome import FAILED, PASSED
-
-    what = "; ".join(changes)
-    culprits = [r for r in results if r.altered or r.default_group is False] or results
-    for r in culprits:
-        if r.status == PASSED:
-            r.status, r.exc_type = FAILED, "EnvChanged"
-            r.message = f"the test left the process altered: {what}; ranks restarted"
-            r.traceback = (f"EnvChanged: {r.message}\n\nPut back what the test changes (try/finally, self.addCleanup "
-                           "or unittest.mock.patch), stop the threads and wait for the processes it starts. "
-                           "HARNESS_ENV_CHANGED=fail makes this a failure; warn only names the test at the end of "
-                           "the run.")

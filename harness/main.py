@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 import unittest
+from typing import Any
 
 __all__ = ["run_tests"]
 
@@ -16,30 +17,38 @@ def run_tests(argv: list[str] | None = None) -> None:
             run_tests()
     """
     from harness import torchrun
+    from harness.run import Run
 
-    if torchrun.launched():
-        torchrun.main_module_entry(argv)
-        return
-    unittest.main(module="__main__", argv=[sys.argv[0], *(sys.argv[1:] if argv is None else argv)],
-                  testRunner=_Runner)
+    run = Run()
+
+    class Runner(unittest.TextTestRunner):
+        resultclass = _Result
+
+        def _makeResult(self) -> unittest.TextTestResult:
+            return run.attach(super()._makeResult())
+
+    try:
+        if torchrun.launched():
+            torchrun.main_module_entry(argv, Runner)
+        else:
+            unittest.main(module="__main__", argv=[sys.argv[0], *(sys.argv[1:] if argv is None else argv)],
+                          testRunner=Runner)
+    finally:  # unittest.main exits: the run's notes come after its summary, on stderr (rank 0's under torchrun)
+        run.close()
+        if torchrun.launched_rank() == 0:
+            run.notes.say()
 
 
 class _Result(unittest.TextTestResult):
     """unittest's text result, and what the harness says at the end of the run about tests it did not run
-    itself: classes still on upstream's harness, skips for want of a GPU or NCCL (harness.report)."""
+    itself: classes still on upstream's harness, skips for want of a GPU or NCCL (the run's notes)."""
+
+    harness_run: Any = None
 
     def startTest(self, test: unittest.TestCase) -> None:
-        from harness import report
-
-        report.note_test_class(test)
+        self.harness_run.notes.test_class_seen(test)
         super().startTest(test)
 
     def addSkip(self, test: unittest.TestCase, reason: str) -> None:
-        from harness import report
-
         super().addSkip(test, reason)
-        report.note_skip(test, reason)
-
-
-class _Runner(unittest.TextTestRunner):
-    resultclass = _Result
+        self.harness_run.notes.skip_seen(test, reason)

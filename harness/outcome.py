@@ -11,7 +11,7 @@ import unittest
 from typing import Any
 
 __all__ = ["RankResult", "SubtestOutcome", "Verdict", "capture_exception", "merge", "picklable", "sendable",
-           "read_bounded", "bounded_output"]
+           "read_bounded", "bounded_output", "subtest_report", "gpu_note", "env_changed_failure"]
 
 from harness.status import Status
 
@@ -368,3 +368,56 @@ def merge(test_id: str, results: list[RankResult], world_size: int, placement: s
                 lines += ["", f"rank {r.rank} stack:", r.stack.rstrip()]
     status = FAILED if root.status == FAILED else ERROR
     return Verdict(status, "\n".join(lines), root.rank)
+
+
+def subtest_report(test_id: str, world_size: int, placement: str, label: str, root: RankResult,
+                   per_rank: list[RankResult], stuck: list[RankResult]) -> str:
+    """The report of one ``run_subtests`` combination (``label``) that went wrong: ``root`` (a rank whose
+    combination failed, or was skipped while ``stuck`` ranks were still inside it) first, then the others."""
+    if root.status in BAD:
+        lines = [f"{_rank_tag(test_id, root.rank, world_size)} subtest ({label}) failed on {placement}: "
+                 f"{root.one_line()}", "", root.traceback.rstrip()]
+    else:
+        lines = [f"{_rank_tag(test_id, root.rank, world_size)} skipped subtest ({label}) on {placement} "
+                 f"({root.message}) while rank {', '.join(str(r.rank) for r in stuck)} was still inside it: a "
+                 "combination must be skipped on every rank or on none (decide before its first collective, the "
+                 "same way on every rank)"]
+    others = [r for r in per_rank if r is not root]
+    if others or stuck:
+        lines += ["", "Other ranks:"] + [f"  rank {r.rank}: {r.one_line()}" for r in others]
+        lines += [f"  rank {r.rank}: never finished this combination: {r.one_line()}" for r in stuck]
+    for r in stuck:
+        if r.stack.strip():
+            lines += ["", f"rank {r.rank} stack (faulthandler):", r.stack.rstrip()]
+    return "\n".join(lines)
+
+
+def gpu_note(wanted: int, gpus_asked: int, shared: bool, found: int) -> str:
+    """The note under a failure of a test written for ``wanted`` GPUs that ran on CPU, or on the ``found``
+    GPUs its ranks shared, for want of them (``gpus_asked``: its skip_if_lt_x_gpu number, 0: none)."""
+    why = f"skip_if_lt_x_gpu({gpus_asked})" if gpus_asked else "its world size follows the device count"
+    s = "s" if found != 1 else ""
+    if shared:
+        where = f"on {found} GPU{s} its ranks shared over gloo (rank r on cuda:r % {found})"
+        have = f"cuda:{found} and above do not exist here, and NCCL needs one GPU per rank"
+    else:
+        where = "on CPU/gloo"
+        have = ("this machine has no GPU" if not found else
+                f"this machine has {found} GPU{s}, which the ranks still see: cuda:{found} and above do not exist "
+                "there")
+    return (f"Note: this test asks for {wanted} GPUs ({why}) and ran {where} for want of them ({have}). A test "
+            f"written for GPUs can fail there where its run on {wanted} GPUs passes (a dtype the CPU kernel refuses, "
+            f"a device named by index); run it where there are {wanted} GPUs, or set HARNESS_DEVICE=nccl to skip it "
+            "here.")
+
+
+def env_changed_failure(r: RankResult, changes: list[str]) -> None:
+    """HARNESS_ENV_CHANGED=fail: ``r``, a rank that left the process altered (``changes``), fails if it passed."""
+    if r.status != PASSED:
+        return
+    r.status, r.exc_type = FAILED, "EnvChanged"
+    r.message = f"the test left the process altered: {'; '.join(changes)}; ranks restarted"
+    r.traceback = (f"EnvChanged: {r.message}\n\nPut back what the test changes (try/finally, self.addCleanup "
+                   "or unittest.mock.patch), stop the threads and wait for the processes it starts. "
+                   "HARNESS_ENV_CHANGED=fail makes this a failure; warn only names the test at the end of "
+                   "the run.")

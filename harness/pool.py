@@ -1,7 +1,15 @@
-"""Start, reuse, watch and stop the rank processes of one world; knows nothing of torch.distributed."""
+"""Spawned worlds: start rank processes, reuse them from test to test, watch them, stop them.
+
+A :class:`RankPool` is a ``harness.world.World`` whose ranks this process spawned; it carries the
+protocol (harness.protocol) over one pipe per rank and relays the ``run_subtests`` meetings, and knows
+nothing of torch.distributed (the ranks do: harness.rank). :class:`Pools` keeps one run's pools, one
+per world size and placement kind.
+"""
 from __future__ import annotations
 
 import atexit
+import contextlib
+import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -11,16 +19,22 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+import weakref
+from typing import Any, Iterator
 
-from harness.config import Settings, output_limit
+from harness.config import Settings
 from harness.errors import HarnessError
 from harness.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
                              read_bounded, tidy_stack)
+from harness.placement import Placement, choose_placement
+from harness.protocol import Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task, meeting_call
+from harness.world import World, Worlds
 
-__all__ = ["RankPool", "Terminated", "get_pool", "discard_pool", "shutdown_all", "install_sigterm_handler"]
+__all__ = ["RankPool", "Pools", "Terminated", "install_sigterm_handler"]
 
-_POOLS: dict[tuple[int, str], "RankPool"] = {}
+#: every pool with live processes, whichever run made it: SIGTERM stops them all before the process exits
+#: (a signal is the process's, not a run's; the only module state here, and it holds no pool alive)
+_LIVE: "weakref.WeakSet[RankPool]" = weakref.WeakSet()
 
 
 class PoolStartError(HarnessError):
@@ -37,7 +51,8 @@ class Terminated(KeyboardInterrupt):
 
 
 def _exit_terminated() -> None:
-    shutdown_all()
+    for pool in list(_LIVE):
+        pool.close()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -64,17 +79,18 @@ def install_sigterm_handler() -> None:
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
-class RankPool:
-    """``world_size`` spawned processes that run test after test for one placement kind (``cuda``,
-    ``cuda-shared`` or ``cpu``: harness.placement).
+class RankPool(World):
+    """``world_size`` spawned processes that run test after test on one placement (its kind: ``cuda``,
+    ``cuda-shared`` or ``cpu``; harness.placement).
 
-    The ranks get the parent's settings (``conf``, with whatever ``config.configure`` set) when they
-    start, rather than reading the environment again.
+    The ranks get the run's settings (``conf``) when they start, rather than reading the environment again.
     """
 
-    def __init__(self, world_size: int, kind: str, threads: int, conf: Settings):
+    def __init__(self, world_size: int, placement: Placement, threads: int, conf: Settings):
         self.world_size = world_size
-        self.kind = kind
+        self.placement = placement
+        self.kind = kind = placement.kind
+        self.output_limit = conf.output_limit
         self.dir = tempfile.mkdtemp(prefix=f"harness-w{world_size}-{kind}-")
         self.broken = False
         self.pg_suspect = False
@@ -96,6 +112,7 @@ class RankPool:
                 child_end.close()
                 self.conns.append(parent_end)
                 self.procs.append(proc)
+                _LIVE.add(self)
         except BaseException:  # an interrupt while starting: leave no process and no directory behind
             self.broken = True
             self.close()
@@ -124,14 +141,14 @@ class RankPool:
             ready = multiprocessing.connection.wait([conn, proc.sentinel], timeout=left)
             if conn in ready:
                 try:
-                    kind, payload = conn.recv()
+                    message = conn.recv()
                 except EOFError:
-                    kind, payload = "died", None
-                if kind == "ready":
+                    message = None
+                if isinstance(message, Ready):
                     continue
                 self.close()
-                if kind == "error":
-                    raise PoolStartError(f"rank {rank}/{self.world_size} could not start:\n{payload[2]}")
+                if isinstance(message, StartFailed):
+                    raise PoolStartError(f"rank {rank}/{self.world_size} could not start:\n{message.error[2]}")
             self.close()
             if proc.sentinel in ready or not proc.is_alive():
                 proc.join(1)
@@ -175,7 +192,23 @@ class RankPool:
             stacks[r] = tidy_stack(self._read_from(f"rank{r}.stack", offsets[r]))
         return stacks
 
-    def run(self, task: Any, timeout: float, peer_grace: float) -> list[RankResult]:
+    @contextlib.contextmanager
+    def test_files(self, temp_dir: bool) -> Iterator[tuple[str | None, str]]:
+        """Inside the pool's directory, so that ranks whose parent was killed remove them with it."""
+        made = tempfile.mkdtemp(prefix="test-", dir=self.dir) if temp_dir else None
+        scratch = tempfile.mkdtemp(prefix="store-", dir=self.dir)
+        try:
+            yield made, os.path.join(scratch, "store")
+        finally:
+            if made:
+                shutil.rmtree(made, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def left_altered(self, results: list[RankResult]) -> str:
+        self.close()  # Pools makes a new pool for the next test
+        return "ranks restarted"
+
+    def run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
         """Send ``task`` to every rank and collect one RankResult per rank, whatever happens.
 
         An interrupt (Ctrl-C, or SIGTERM turned into one) stops the ranks at once and goes on up.
@@ -187,7 +220,7 @@ class RankPool:
             self.close()
             raise
 
-    def _run(self, task: Any, timeout: float, peer_grace: float) -> list[RankResult]:
+    def _run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
         self.tests_run += 1
         offsets = self._stack_offsets()
         for r, conn in enumerate(self.conns):
@@ -221,23 +254,22 @@ class RankPool:
                 message = self._receive(r, offsets[r])
                 if message is None:
                     continue  # sentinel fired but data is still in the pipe; read it next round
-                if isinstance(message, tuple) and message[0] == "failing":
+                if isinstance(message, Failing):
                     # the test failed in that rank; its tearDown and cleanups still run: the peers' grace
                     # starts now, whether or not that rank then waits for them (in a tearDown collective)
-                    failing[r] = message[1]
+                    failing[r] = message.result
                     failing[r].arrived = now
                     if trouble is None:
                         trouble = (now, r, f"rank {r} failed", False)
                     continue
-                if isinstance(message, tuple) and message[0] == "meet":
-                    _, index, outcome = message
-                    meeting[r] = index
-                    reported[r].append(outcome)
-                    if trouble is None and outcome.status != PASSED:
-                        what = "was skipped" if outcome.status == SKIPPED else "failed"
-                        trouble = (now, r, f"rank {r}'s subtest ({outcome.label}) {what}", True)
+                if isinstance(message, Meet):
+                    meeting[r] = message.index
+                    reported[r].append(message.outcome)
+                    if trouble is None and message.outcome.status != PASSED:
+                        what = "was skipped" if message.outcome.status == SKIPPED else "failed"
+                        trouble = (now, r, f"rank {r}'s subtest ({message.outcome.label}) {what}", True)
                     continue
-                result = message
+                result = message.result if isinstance(message, Done) else message  # a RankResult: it died
                 result.arrived = now
                 if not result.subtests:
                     result.subtests = reported[r]  # a rank that died: what it said at the meetings
@@ -251,19 +283,12 @@ class RankPool:
                 elif trouble is None and result.status == SKIPPED and pending:
                     # a rank that skips while its peers wait for it in a collective must not cost the timeout
                     trouble = (now, r, f"rank {r} skipped the test", False)
-            if meeting and set(meeting) == pending:
-                if len(pending) == self.world_size and len(set(meeting.values())) == 1:
-                    for r in meeting:
-                        self._reply(r, ("go",))
-                    if trouble is not None and trouble[3]:
-                        trouble = None  # every rank got through that combination: nothing is stuck
-                else:
-                    done = sorted(set(range(self.world_size)) - pending)
-                    why = (f"rank {', '.join(map(str, done))} left the test (it ended, failed or died) while this "
-                           "rank waited for it after a run_subtests combination; if it ended normally, the ranks "
-                           "ran different combinations: give run_subtests the same config on every rank")
-                    for r in meeting:
-                        self._reply(r, ("stop", why))
+            call = meeting_call(self.world_size, meeting, set(range(self.world_size)) - pending)
+            if call is not None:
+                for r in meeting:
+                    self._reply(r, call)
+                if isinstance(call, Go) and trouble is not None and trouble[3]:
+                    trouble = None  # every rank got through that combination: nothing is stuck
                 meeting.clear()
         if pending:
             self.broken = True
@@ -293,15 +318,13 @@ class RankPool:
                     early.subtests = early.subtests or reported[r]
                     early.output = self._output(r)
                     results[r] = early
-        if any(res.is_bad for res in results.values()):
-            self.pg_suspect = True
         if self.broken:
             self.close()
         return [results[r] for r in range(self.world_size)]
 
     def _output(self, r: int) -> str:
         """What rank ``r`` printed in the test so far (bounded: HARNESS_OUTPUT_LIMIT); its own capture is gone."""
-        return read_bounded(os.path.join(self.dir, f"rank{r}.out"), limit=output_limit())
+        return read_bounded(os.path.join(self.dir, f"rank{r}.out"), limit=self.output_limit)
 
     def _reply(self, r: int, message: Any) -> None:
         try:
@@ -309,7 +332,8 @@ class RankPool:
         except (BrokenPipeError, OSError):
             pass  # its death is picked up by the loop
 
-    def _receive(self, r: int, stack_offset: int) -> RankResult | None:
+    def _receive(self, r: int, stack_offset: int) -> Any:
+        """Rank ``r``'s next message; a RankResult when it died (None: nothing yet)."""
         conn, proc = self.conns[r], self.procs[r]
         try:
             if conn.poll():
@@ -330,7 +354,7 @@ class RankPool:
         """Stop every rank (politely, then by force) and remove the pool's files."""
         for conn in self.conns:
             try:
-                conn.send(None)
+                conn.send(Shutdown())
             except Exception:
                 pass
         deadline = time.monotonic() + (3.0 if not self.broken else 0.0)
@@ -346,6 +370,7 @@ class RankPool:
                 pass
         self.conns, self.procs = [], []
         self.broken = True
+        _LIVE.discard(self)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -356,30 +381,52 @@ def _size(path: str) -> int:
         return 0
 
 
-def get_pool(world_size: int, kind: str, threads: int, conf: Settings) -> RankPool:
-    """The running pool for this world and placement kind, or a new one (whose ranks get ``conf``)."""
-    key = (world_size, kind)
-    pool = _POOLS.get(key)
-    if pool is None or pool.broken:
+def _default_threads(world_size: int) -> int:
+    return max(1, (os.cpu_count() or 1) // max(1, world_size))
+
+
+class Pools(Worlds):
+    """One run's spawned worlds, one per (world size, placement kind), kept from test to test.
+
+    Example::
+
+        pools = Pools()
+        pool, reused = pools.world(2, choose_placement(2, 0, "cpu"), settings())
+        results = pool.run(task, timeout=60, peer_grace=5)
+        pools.close()
+    """
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[int, str], RankPool] = {}
+        self._at_exit = False
+
+    def place(self, world_size: int, gpus_asked: int, conf: Settings, world_note: str = "") -> Placement:
+        placement = choose_placement(world_size, gpus_asked, conf.device)
+        if world_note:
+            placement = dataclasses.replace(placement, reason=f"{world_note}; {placement.reason}")
+        return placement
+
+    def world(self, world_size: int, placement: Placement, conf: Settings) -> tuple[RankPool, bool]:
+        """The running pool for this world size and placement kind, or a new one (whose ranks get ``conf``)."""
+        key = (world_size, placement.kind)
+        pool = self._pools.get(key)
+        if pool is not None and not pool.broken:
+            return pool, True
         install_sigterm_handler()
-        pool = RankPool(world_size, kind, threads, conf)
-        _POOLS[key] = pool
-    return pool
+        if not self._at_exit:
+            # Registered after multiprocessing's own exit hook, so it runs first (atexit is last-in first-out)
+            # and multiprocessing never waits on a rank still held here.
+            atexit.register(self.close)
+            self._at_exit = True
+        pool = RankPool(world_size, placement, conf.threads or _default_threads(world_size), conf)
+        self._pools[key] = pool
+        return pool, False
 
+    def done_with(self, world: World, conf: Settings) -> None:
+        if not conf.reuse and isinstance(world, RankPool):
+            world.close()
 
-def discard_pool(pool: RankPool) -> None:
-    pool.close()
-    for key, value in list(_POOLS.items()):
-        if value is pool:
-            del _POOLS[key]
-
-
-def shutdown_all() -> None:
-    for pool in list(_POOLS.values()):
-        pool.close()
-    _POOLS.clear()
-
-
-# Registered after multiprocessing's own exit hook, so it runs first (atexit is last-in first-out) and
-# multiprocessing never waits on a rank we still hold.
-atexit.register(shutdown_all)
+    def close(self) -> None:
+        for pool in list(self._pools.values()):
+            pool.close()
+        self._pools.clear()

@@ -23,13 +23,33 @@ from typing import Any, Generator
 
 import pytest
 
-from harness import report
 from harness.errors import RankError, RankFailure
+from harness.run import Run
 
 __all__ = ["RankReport"]
 
+_RUN = pytest.StashKey[Run]()
 _RECORDS = pytest.StashKey[list]()
 _UPSTREAM = pytest.StashKey[Any]()
+
+
+def _run(config: pytest.Config) -> Run:
+    """The pytest session's run (harness.run): made at configure, closed at unconfigure."""
+    run = config.stash.get(_RUN, None)
+    if run is None:
+        run = config.stash[_RUN] = Run()
+    return run
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _run(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run = config.stash.get(_RUN, None)
+    if run is not None:
+        run.close()
+        run.notes.say()  # whatever was not said in the terminal summary (none, normally)
 
 
 @dataclasses.dataclass
@@ -83,17 +103,22 @@ def _instance(item: pytest.Item) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
-    """Note the records (harness.report) the test leaves while it runs: one per harness test."""
-    before = len(report.records)
+    """Hand the test the session's run, and note the records it leaves while it runs: one per harness test.
+
+    pytest passes the item itself as unittest's result (``TestCase.run(result=item)``), so the run goes
+    on the item, where ``MultiProcessTestCase.run`` finds it (harness.run.run_for)."""
+    run = _run(item.config)
+    run.attach(item)
+    before = len(run.notes.records)
     instance = _instance(item)
-    found = report.note_test_class(instance) if instance is not None else None
+    found = run.notes.test_class_seen(instance) if instance is not None else None
     if found is not None:  # its class still derives from upstream's base: it runs on upstream's harness
         item.stash[_UPSTREAM] = found
         item.user_properties.append(("harness_placement", "upstream harness"))
     try:
         return (yield)
     finally:
-        records = report.records[before:]
+        records = run.notes.records[before:]
         if records:
             item.stash[_RECORDS] = records
             rec = records[-1]
@@ -114,7 +139,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
         instance = _instance(item)
         if instance is not None:  # a test the harness did not run itself, skipped for want of a GPU or NCCL
-            report.note_skip(instance, str(rep.longrepr[2]).removeprefix("Skipped: "))
+            _run(item.config).notes.skip_seen(instance, str(rep.longrepr[2]).removeprefix("Skipped: "))
     found = item.stash.get(_UPSTREAM, None)
     if call.when == "call" and found is not None:
         rep.sections.append(("harness", found.line()))
@@ -127,13 +152,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    places = collections.Counter((rec.placement, rec.world_size) for rec in report.records if rec.placement)
+    run = _run(terminalreporter.config)
+    places = collections.Counter((rec.placement, rec.world_size) for rec in run.notes.records if rec.placement)
     lines = []
     if places:
         shown = ", ".join(f"{count} on {place} with world size {ws}" for (place, ws), count in sorted(places.items()))
         lines.append(f"tests on ranks: {shown}")
-    lines += report.end_of_run_lines()
-    report.clear_end_of_run()  # said here, not again at exit
+    lines += run.notes.end_of_run_lines()
+    run.notes.forget()  # said here, not again at unconfigure
     if lines:
         terminalreporter.write_sep("=", "distharness")
         for line in lines:

@@ -1,4 +1,10 @@
-"""Inside a rank process: wait for tasks, run each test body as this rank, send back a RankResult."""
+"""Inside a rank process: wait for tasks, run each test body as this rank, send back a RankResult.
+
+A spawned rank (:func:`worker_main`) serves the pool's pipe (harness.protocol's messages); a rank
+launched by torchrun calls :func:`run_task` itself (harness.torchrun). Either way a test runs here
+the same way: bound to this rank, from a fresh rank's state, its output captured, its process state
+put back and its GPU checked after it.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -17,34 +23,15 @@ from typing import Any
 
 from harness import cuda_state, isolation, subtests
 from harness.comms import forget_destroyed_groups
-from harness.config import Settings, configure, output_limit
+from harness.config import Settings
 from harness.outcome import (ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable,
                              read_bounded, sendable)
+from harness.protocol import Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task, group_timeout
 
-__all__ = ["Task", "RankContext", "execute", "worker_main"]
+__all__ = ["RankContext", "run_task", "worker_main"]
 
 # Frames of this module are hidden from unittest's tracebacks.
 __unittest = True
-
-
-@dataclasses.dataclass
-class Task:
-    """What the parent asks every rank to run: the same object goes to each rank."""
-
-    module: str
-    module_file: str | None
-    qualname: str
-    method: str
-    device_type: str
-    seed: int
-    kwargs: dict[str, Any] | None = None  # a hypothesis example; None for a plain test
-    shared: bool = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
-    gpu: int | None = None  # this rank's GPU (cuda:gpu), made current again before every test
-    temp_dir: str | None = None
-    file_name: str | None = None
-    fresh_pg: bool = False  # the last test went wrong: rebuild the process group first
-    isolate: bool = True  # record the process state before the test and restore it after (harness.isolation)
-    world_size: int = 0  # the parent's world size for this test; the ranks' self.world_size says it (0: unset)
 
 
 @dataclasses.dataclass
@@ -56,6 +43,7 @@ class RankContext:
     device_type: str
     out_path: str
     keeper: Any  # comms.ProcessGroupKeeper
+    conf: Settings  # the run's settings, as the parent had them
     #: meet the other ranks between run_subtests combinations through the parent (pool mode); None: a
     #: barrier on the test's process group (torchrun, where there is no parent)
     meet: Any = None
@@ -127,8 +115,9 @@ class _Capture:
 
     active_stderr: int | None = None  # the real stderr while a capture is on
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, limit: int):
         self.path = path
+        self.limit = limit
 
     def __enter__(self) -> "_Capture":
         sys.stdout.flush()
@@ -152,7 +141,7 @@ class _Capture:
         os.close(self.saved[0])
         os.close(self.saved[1])
         self.file.close()
-        self.text = read_bounded(self.path, limit=output_limit())
+        self.text = read_bounded(self.path, limit=self.limit)
 
 
 class _RankResultCollector(unittest.TestResult):
@@ -229,7 +218,7 @@ def _bound_method(test: Any, task: Task, fn: Any) -> Any:
     return example
 
 
-def execute(task: Task, ctx: RankContext) -> RankResult:
+def run_task(task: Task, ctx: RankContext) -> RankResult:
     """Run one test as this rank and turn whatever happened into a RankResult.
 
     Then, with the test's frames and exceptions gone, the GPU is checked (harness.cuda_state): a CUDA
@@ -238,7 +227,7 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
     """
     start = time.monotonic()
     baseline = cuda_state.before_test()
-    result = _execute(task, ctx)
+    result = _run_in_rank(task, ctx)
     broken, left = cuda_state.after_test(baseline, f"{result.exc_type}: {result.message}")
     if broken:
         result.cuda_broken = broken
@@ -248,21 +237,22 @@ def execute(task: Task, ctx: RankContext) -> RankResult:
     return result
 
 
-def _execute(task: Task, ctx: RankContext) -> RankResult:
+def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
     from harness.placement import normalize_backend
     from harness.decorators import markers
 
     pid = os.getpid()  # a child the test forked that returns here must never act as this rank
     snapshot = None
-    recorder = subtests.SubtestRecorder()
+    recorder = subtests.SubtestRecorder(ctx.meet)
     result = RankResult(rank=ctx.rank, status=PASSED)
     keeper = ctx.keeper
     test: Any = None
-    with _Capture(ctx.out_path) as cap:
+    with _Capture(ctx.out_path, ctx.conf.output_limit) as cap:
         try:
             cls = _resolve(task)
             test = cls(task.method)
             test._harness_bind(ctx.rank, task, ctx.device_type)
+            test._harness_subtests = recorder
             _reset_state(task.seed, ctx.gpu)
             fn = getattr(cls, task.method)
             marks = markers(fn)
@@ -272,13 +262,12 @@ def _execute(task: Task, ctx: RankContext) -> RankResult:
                 wants_pg = bool(marks["comms"]) or getattr(cls, "_harness_auto_comms", False)
                 if wants_pg:
                     asked = marks["comms"] if isinstance(marks["comms"], str) else test.backend
-                    keeper.ensure(normalize_backend(asked, ctx.device_type, ctx.shared), ctx.device_type)
+                    keeper.ensure(normalize_backend(asked, ctx.device_type, ctx.shared), ctx.device_type,
+                                  group_timeout(task.timeout))
                 else:
                     # A plain MultiProcessTestCase makes its own group (upstream style, file://self.file_name).
                     keeper.release()
             snapshot = isolation.record() if task.isolate else None
-            subtests._recorder = recorder
-            subtests._meet = ctx.meet
             example = _bound_method(test, task, fn)
             if example is not None:
                 setattr(test, task.method, example)
@@ -306,8 +295,6 @@ def _execute(task: Task, ctx: RankContext) -> RankResult:
         finally:
             if os.getpid() != pid:
                 _end_forked_child(result)
-            subtests._recorder = None
-            subtests._meet = None
             result.subtests = recorder.outcomes
             if snapshot is not None:
                 result.altered = isolation.restore(snapshot)
@@ -390,14 +377,12 @@ def _watch_parent(parent_pid: int, pool_dir: str) -> None:
 
 
 def worker_main(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str, threads: int,
-                parent_pid: int, conf: Settings | None = None) -> None:
-    """Entry point of a spawned rank process; serves tasks until the parent sends None or goes away.
+                parent_pid: int, conf: Settings) -> None:
+    """Entry point of a spawned rank process; serves tasks until the parent sends Shutdown or goes away.
 
     ``kind``: the placement kind the pool serves (``cuda``, ``cuda-shared`` or ``cpu``: harness.placement).
-    ``conf``: the parent's settings, in force here whatever the environment says (harness.config.configure).
+    ``conf``: the run's settings, in force here whatever this process's environment says.
     """
-    if conf is not None:
-        configure(**dataclasses.asdict(conf))
     # Ctrl-C reaches every process of the terminal's group: the parent decides (it marks the test
     # interrupted and stops the ranks), so a rank never turns it into a test failure of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -405,7 +390,7 @@ def worker_main(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str,
     threading.Thread(target=_watch_parent, args=(parent_pid, pool_dir), daemon=True,
                      name="harness-watch-parent").start()
     try:
-        _serve(conn, rank, world_size, kind, pool_dir, threads)
+        _serve(conn, rank, world_size, kind, pool_dir, threads, conf)
     except (BrokenPipeError, EOFError, ConnectionError, OSError):
         if os.getppid() == parent_pid:
             raise
@@ -422,23 +407,23 @@ def _parent_meeting(conn: Any) -> Any:
     """
 
     def meet(index: int, outcome: SubtestOutcome) -> None:
-        conn.send(("meet", index, outcome))
+        conn.send(Meet(index, outcome))
         reply = conn.recv()
-        if reply is None:  # the parent is stopping the pool (an interrupt): nothing more to do here
+        if isinstance(reply, Shutdown):  # the parent is stopping the pool (an interrupt): nothing more to do here
             os._exit(0)
-        if reply[0] != "go":
+        if not isinstance(reply, Go):
             from harness.errors import HarnessError
 
-            raise HarnessError(reply[1])
+            raise HarnessError(reply.why)
 
     return meet
 
 
 def _parent_notice(conn: Any) -> Any:
-    """Send the parent a failure as it happens (a ("failing", RankResult) message); no reply is awaited."""
+    """Send the parent a failure as it happens (Failing); no reply is awaited."""
 
     def notice(result: RankResult) -> None:
-        conn.send(("failing", sendable(result)))
+        conn.send(Failing(sendable(result)))
 
     return notice
 
@@ -471,7 +456,7 @@ def take_gpu(local_rank: int, ranks_on_node: int, shared: bool) -> int:
     return device
 
 
-def _serve(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str, threads: int) -> None:
+def _serve(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str, threads: int, conf: Settings) -> None:
     stack_file = open(os.path.join(pool_dir, f"rank{rank}.stack"), "w")
     _arm_stack_dumps(stack_file)
     device_type = "cuda" if kind.startswith("cuda") else "cpu"
@@ -487,22 +472,22 @@ def _serve(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str, thre
 
         store_path = os.path.join(pool_dir, "store")
         ctx = RankContext(rank, world_size, device_type, os.path.join(pool_dir, f"rank{rank}.out"),
-                          ProcessGroupKeeper(lambda: dist.FileStore(store_path, world_size), rank, world_size),
+                          ProcessGroupKeeper(lambda: dist.FileStore(store_path, world_size), rank, world_size), conf,
                           meet=_parent_meeting(conn), notice=_parent_notice(conn), shared=shared, gpu=gpu)
     except BaseException as exc:  # noqa: B902
-        conn.send(("error", capture_exception(exc)))
+        conn.send(StartFailed(capture_exception(exc)))
         return
-    conn.send(("ready", os.getpid()))
+    conn.send(Ready(os.getpid()))
     while True:
         try:
             task = conn.recv()
         except (EOFError, OSError):
             break
-        if task is None:
+        if not isinstance(task, Task):  # Shutdown
             break
-        result = execute(task, ctx)
+        result = run_task(task, ctx)
         _arm_stack_dumps(stack_file)
-        conn.send(sendable(result))
+        conn.send(Done(sendable(result)))
     try:
         ctx.keeper.release()
     except Exception:

@@ -40,16 +40,17 @@ def _validate(test_id: str, config: Any) -> list[tuple[str, list[Any]]]:
 
 
 class SubtestRecorder:
-    """Collects the outcome of every combination in a rank; the case sends them to the parent."""
+    """Collects the outcome of every combination of one test in a rank; the rank sends them to the parent.
 
-    def __init__(self) -> None:
+    The rank gives each test instance its own (``test._harness_subtests``), with ``meet``: how the ranks
+    meet between combinations (through the parent in a pool, through torchrun's store when launched;
+    harness.protocol.meeting_call), or None for a barrier on the test's process group.
+    """
+
+    def __init__(self, meet: Callable[[int, SubtestOutcome], None] | None = None) -> None:
         self.outcomes: list[SubtestOutcome] = []
+        self.meet = meet
         self.meetings = 0  # combinations ended so far in this test (every rank counts the same)
-
-
-_recorder: SubtestRecorder | None = None
-#: set by the rank around a test (pool mode): meet the other ranks through the parent between combinations
-_meet: Callable[[int, SubtestOutcome], None] | None = None
 
 
 def run_subtests(test: unittest.TestCase, subtest_config: dict[str, list[Any]], test_fn: Callable[..., Any],
@@ -70,8 +71,7 @@ def run_subtests(test: unittest.TestCase, subtest_config: dict[str, list[Any]], 
 
     items = _validate(test.id(), subtest_config)
     keys = [k for k, _ in items]
-    recorder = _recorder
-    meet = _meet
+    recorder: SubtestRecorder | None = getattr(test, "_harness_subtests", None)
     for values in itertools.product(*(v for _, v in items)):
         params = dict(zip(keys, values))
         shown = {k: picklable(v) for k, v in params.items()}
@@ -89,8 +89,8 @@ def run_subtests(test: unittest.TestCase, subtest_config: dict[str, list[Any]], 
                 recorder.outcomes.append(outcome)
                 raise
         recorder.outcomes.append(outcome)
-        if meet is not None:
+        if recorder.meet is not None:
             recorder.meetings += 1
-            meet(recorder.meetings, outcome)
+            recorder.meet(recorder.meetings, outcome)
         elif dist.is_available() and dist.is_initialized():
             dist.barrier()

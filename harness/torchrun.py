@@ -1,16 +1,20 @@
-"""Under torchrun: spawn nothing; this process is one rank, and rank 0 reports for every rank.
+"""Under torchrun: spawn nothing; this process is one rank of a world torchrun launched.
 
-When torchrun (torch.distributed.elastic) set ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and
-``MASTER_ADDR``/``MASTER_PORT``, every process runs the same tests in the same order. Each runs the
-body as its rank (the same ``rank.execute`` a pool worker uses) on the process group from ``env://``,
-publishes its RankResult in torchrun's store (a side channel: a broken collective cannot block it),
-and reads every other rank's, so every rank reaches the same verdict; rank 0 alone prints it and
-writes the JUnit XML. A watchdog thread turns a hang into a reported timeout with the stacks and ends
-the job; a rank that dies makes torchrun stop the job, and rank 0 says which test was running.
+:class:`LaunchedJob` is a transport: the same ``harness.world.World`` a spawned pool is, carried by
+torchrun's store instead of pipes. When torchrun (torch.distributed.elastic) set ``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK`` and ``MASTER_ADDR``/``MASTER_PORT``, every process runs the same tests
+in the same order. Each runs the body as its rank (the same ``rank.run_task`` a pool worker uses) on
+the process group from ``env://``, publishes its RankResult in the store (a side channel: a broken
+collective cannot block it), and reads every other rank's, so every rank reaches the same verdict
+(harness.verdict); rank 0 alone prints it and writes the JUnit XML. The ranks meet between
+``run_subtests`` combinations through the store, by the pool's rule (``protocol.meeting_call``). A
+watchdog thread turns a hang into a reported timeout with the stacks and ends the job; a rank that
+dies makes torchrun stop the job, and rank 0 says which test was running.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import faulthandler
 import os
@@ -22,19 +26,18 @@ import tempfile
 import threading
 import time
 import unittest
-from typing import Any
+from typing import Any, Iterator
 
 from harness.comms import ProcessGroupKeeper
-from harness.placement import choose_placement
-from harness.config import settings
-from harness.decorators import gpus_needed, markers
+from harness.config import Settings, settings
 from harness.errors import HarnessError, RankError
-from harness.execution import TestRun, drive, skip_if_nccl_alone
-from harness.hypothesis_support import is_hypothesis_test
 from harness.outcome import PASSED, TIMEOUT, RankResult, merge, tidy_stack
-from harness.rank import RankContext, Task, execute, take_gpu, write_to_real_stderr
+from harness.placement import Placement, choose_placement
+from harness.protocol import Go, Stop, Task, meeting_call
+from harness.rank import RankContext, run_task, take_gpu, write_to_real_stderr
+from harness.world import World, Worlds
 
-__all__ = ["launched", "launched_rank", "run_as_launched_rank", "main_module_entry", "report_stream"]
+__all__ = ["launched", "launched_rank", "launched_job", "LaunchedJob", "main_module_entry", "report_stream"]
 
 # Frames of this module are hidden from unittest's tracebacks.
 __unittest = True
@@ -59,21 +62,22 @@ def report_stream() -> Any:
     return open(os.devnull, "w")
 
 
-class _Job:
-    """This process's place in the launched world, made once."""
+class LaunchedJob(World, Worlds):
+    """This process's place in the launched world, made once (:func:`launched_job`): the run's only world.
+
+    Its placement is decided for the node's local ranks: one GPU per local rank on NCCL, else the local
+    ranks share the node's GPUs over gloo, else CPU (harness.placement).
+    """
 
     def __init__(self) -> None:
         import torch
         import torch.distributed as dist
-
 
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ["LOCAL_RANK"])
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         conf = settings()
-        # The node's local ranks are the world the placement is chosen for: one GPU per local rank on NCCL,
-        # else the local ranks share the node's GPUs over gloo, else CPU (harness.placement).
         node = choose_placement(local_world, 0, conf.device)
         self.placement = dataclasses.replace(
             node, world_size=self.world_size,
@@ -89,14 +93,13 @@ class _Job:
         self.store = dist.PrefixStore("harness", store)
         self.run_id = os.environ.get("TORCHELASTIC_RUN_ID", "") or os.environ.get("MASTER_PORT", "")
         self.scratch = tempfile.mkdtemp(prefix=f"harness-torchrun-r{self.rank}-")
-        keeper = ProcessGroupKeeper(lambda: self.store, self.rank, self.world_size,
-                                    timeout_s=conf.timeout_for(None) + 60, local_rank=self.local_rank)
-        self.ctx = RankContext(self.rank, self.world_size, self.device_type,
-                               os.path.join(self.scratch, "out"), keeper, shared=node.shared, gpu=gpu)
+        keeper = ProcessGroupKeeper(lambda: self.store, self.rank, self.world_size, local_rank=self.local_rank)
+        self.ctx = RankContext(self.rank, self.world_size, self.device_type, os.path.join(self.scratch, "out"),
+                               keeper, conf, shared=node.shared, gpu=gpu)
         self.seq = 0
         self.pg_suspect = False
         self.active: tuple[str, str] | None = None  # (store prefix, test id) of the test under way
-        self.poisoned = ""  # set once a rank hung: the world cannot run another test
+        self.poisoned = ""  # set once a rank hung or broke its GPU: the world cannot run another test
         self.current: dict[str, Any] | None = None
         self.lock = threading.Lock()
         self.watchdog = threading.Thread(target=self._watch, daemon=True, name="harness-torchrun-watchdog")
@@ -108,82 +111,161 @@ class _Job:
         self._crash_stream = os.fdopen(os.dup(2), "w")
         faulthandler.enable(file=self._crash_stream, all_threads=True)
 
-    # ---- one test ------------------------------------------------------------------------------
+    # ---- Worlds: the launched world is the only one -------------------------------------------------
 
-    def run(self, test: Any, test_id: str, timeout: float, grace: float, kwargs: dict | None,
-            temp_dir_wanted: bool) -> list[RankResult]:
+    @property
+    def reports(self) -> bool:  # type: ignore[override]
+        return self.rank == 0
 
+    def enough_gpus(self, gpus_asked: int) -> int:
+        """The launched world is "a machine with enough GPUs", unless the test names its own number."""
+        return gpus_asked or self.world_size
+
+    def place(self, world_size: int, gpus_asked: int, conf: Settings, world_note: str = "") -> Placement:
+        node = self.placement
+        return dataclasses.replace(node, reason="launched by torchrun" + (f"; {world_note}" if world_note else "")
+                                   + (f"; {node.reason}" if node.shortfall or node.shared else ""))
+
+    def skip(self, world_size: int) -> str:
+        if self.poisoned:
+            return self.poisoned
+        if self.skip_all:
+            return self.skip_all
+        if world_size != self.world_size:
+            return (f"needs world size {world_size}, torchrun launched {self.world_size} ranks (run it with "
+                    f"--nnodes x --nproc-per-node = {world_size})")
+        return ""
+
+    def world(self, world_size: int, placement: Placement, conf: Settings) -> tuple["LaunchedJob", bool]:
+        return self, True
+
+    def close(self) -> None:
+        """The launched ranks end with the job (at exit, together: see _at_exit)."""
+
+    # ---- World: one test ---------------------------------------------------------------------------
+
+    @property
+    def pids(self) -> list[int]:
+        return [os.getpid()]
+
+    @contextlib.contextmanager
+    def test_files(self, temp_dir: bool) -> Iterator[tuple[str | None, str]]:
+        """Rank 0 makes the test's directory and says where through the store (one node: one directory)."""
+        self.seq += 1
+        made = None
+        if temp_dir:
+            if self.rank == 0:
+                made = tempfile.mkdtemp(prefix="harness-test-")
+                self.store.set(f"t{self.seq}/temp_dir", made)
+            else:
+                made = self.store.get(f"t{self.seq}/temp_dir").decode()
+                os.makedirs(made, exist_ok=True)
+        file_name = os.path.join(tempfile.gettempdir(), f"harness-{self.run_id}-{self.seq}.store")
+        try:
+            yield made, file_name
+        finally:
+            if made:
+                shutil.rmtree(made, ignore_errors=True)
+            try:
+                os.remove(file_name)
+            except OSError:
+                pass
+
+    def start_examples(self, fn: Any) -> None:
+        """Every rank's hypothesis engine gets rank 0's seed and no example database, so given the same
+        verdicts (which every rank reaches from the same results) they draw and shrink in lockstep."""
+        self.seq += 1
+        key = f"t{self.seq}/hypothesis_seed"
+        if self.rank == 0:
+            self.store.set(key, str(int.from_bytes(os.urandom(8), "little")))
+        fn._hypothesis_internal_use_seed = int(self.store.get(key).decode())
+        fn._harness_settings_overrides = {"database": None}
+
+    def same_example(self, kwargs: dict[str, Any], test_id: str) -> dict[str, Any]:
+        """Every rank draws its own example from the same seed (share_hypothesis_seed): rank 0's must be it."""
+        if self.world_size == 1:
+            return kwargs
+        self.seq += 1
+        key = f"t{self.seq}/example"
+        if self.rank == 0:
+            self.store.set(key, pickle.dumps(kwargs))
+            return kwargs
+        theirs = pickle.loads(self.store.get(key))
+        if repr(theirs) != repr(kwargs):
+            raise RankError(f"{test_id} [rank {self.rank}/{self.world_size}]: hypothesis drew {kwargs!r} here but "
+                            f"{theirs!r} on rank 0; a strategy that depends on the rank cannot be used under torchrun")
+        return theirs
+
+    def left_altered(self, results: list[RankResult]) -> str:
+        broken = [r for r in results if r.cuda_broken]
+        if broken and not self.poisoned:
+            r = broken[0]
+            self.poisoned = (f"the job cannot go on: {self.active_id} broke the CUDA context on rank {r.rank} "
+                             f"({r.cuda_broken}); a launched rank cannot be replaced, so start the job again")
+            return "the job's remaining tests are skipped (a launched rank cannot be replaced)"
+        return "the launched ranks went on with it (they cannot be replaced)"
+
+    def run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
         self.seq += 1
         prefix = f"t{self.seq}"
+        test_id = f"{task.module}.{task.qualname}.{task.method}"
         self.active = (prefix, test_id)
-        temp_dir = None
-        if temp_dir_wanted:
-            if self.rank == 0:
-                temp_dir = tempfile.mkdtemp(prefix="harness-test-")
-                self.store.set(f"{prefix}/temp_dir", temp_dir)
-            else:
-                temp_dir = self.store.get(f"{prefix}/temp_dir").decode()
-                os.makedirs(temp_dir, exist_ok=True)
-        file_name = os.path.join(tempfile.gettempdir(), f"harness-{self.run_id}-{self.seq}.store")
-        task = Task(module=type(test).__module__,
-                    module_file=getattr(sys.modules.get(type(test).__module__), "__file__", None),
-                    qualname=type(test).__qualname__, method=test._testMethodName, device_type=self.device_type,
-                    shared=self.placement.shared,
-                    seed=settings().seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
-                    fresh_pg=self.pg_suspect, isolate=settings().env_changed != "off",
-                    world_size=self.world_size)
-        self.pg_suspect = False
+        self.active_id = test_id
         with self.lock:
             self.current = {"prefix": prefix, "deadline": time.monotonic() + timeout, "test_id": test_id,
-                            "timeout": timeout, "grace": grace}
-        self.ctx.meet = self._meeting(prefix, grace)
+                            "timeout": timeout, "grace": peer_grace}
+        self.ctx.meet = self._meeting(prefix, peer_grace)
         try:
-            result = execute(task, self.ctx)
+            result = run_task(task, self.ctx)
         finally:
             with self.lock:
                 self.current = None
             faulthandler.enable(file=self._crash_stream, all_threads=True)  # whatever the test did to it
         self.store.set(f"{prefix}/result/{self.rank}", pickle.dumps(result))
-        results = self._collect(prefix, timeout + grace + 5)
+        results = self._collect(prefix, timeout + peer_grace + 5)
         self.active = None
-        # Every rank sees the same results, so every rank rebuilds the group before the next test alike.
-        self.pg_suspect = any(r.is_bad for r in results)
         for r in results:
             if r.status == TIMEOUT:
                 self.poisoned = f"the job cannot go on: {test_id} hung on rank {r.rank}"
-            elif r.cuda_broken and not self.poisoned:
-                # A launched rank cannot be replaced: the tests after this one would fail on the broken context.
-                self.poisoned = (f"the job cannot go on: {test_id} broke the CUDA context on rank {r.rank} "
-                                 f"({r.cuda_broken}); a launched rank cannot be replaced, so start the job again")
-        if temp_dir:
-            shutil.rmtree(temp_dir, ignore_errors=True)
-        try:
-            os.remove(file_name)
-        except OSError:
-            pass
         return results
 
     def _meeting(self, prefix: str, grace: float) -> Any:
-        """run_subtests' meeting between two combinations, through torchrun's store (not the test's group).
+        """run_subtests' meeting between two combinations, through the store (not the test's group).
 
-        Each rank posts how its combination went and waits for the others. When a combination failed or
-        was skipped (here or on a peer) and a peer has not arrived within HARNESS_PEER_GRACE, that peer is
-        stuck inside the combination: this rank stops the test with that said, and, on gloo, closing its
-        group on the way out (harness.rank) wakes the stuck peer at once instead of at the timeout.
+        Each rank posts the meeting it reached and how its combination went, and waits for the others by
+        the pool's rule (protocol.meeting_call): every rank there, go on; a rank that left the test (its
+        result is in the store) while the others wait, stop. When a combination failed or was skipped
+        (here or on a peer) and a peer has not arrived within HARNESS_PEER_GRACE, that peer is stuck
+        inside the combination: this rank stops the test with that said, and, on gloo, closing its group
+        on the way out (harness.rank) wakes the stuck peer at once instead of at the timeout.
         """
 
         def meet(index: int, outcome: Any) -> None:
-            keys = [f"{prefix}/meet/{index}/{r}" for r in range(self.world_size)]
-            self.store.set(keys[self.rank], f"{outcome.status}")
+            self.store.set(f"{prefix}/meet/{index}/{self.rank}", f"{outcome.status}")
+            self.store.set(f"{prefix}/at/{self.rank}", str(index))
             trouble = None if outcome.status == PASSED else (time.monotonic(), f"it {_WENT[outcome.status]} here")
-            while not self.store.check(keys):
+            others = [r for r in range(self.world_size) if r != self.rank]
+            while True:
+                at = {self.rank: index}
+                left = set()
+                for r in others:
+                    if self.store.check([f"{prefix}/result/{r}"]):
+                        left.add(r)
+                    elif self.store.check([f"{prefix}/at/{r}"]) and int(self.store.get(f"{prefix}/at/{r}")) >= index:
+                        at[r] = index  # there, or already past it (it saw every rank there)
+                call = meeting_call(self.world_size, at, left)
+                if isinstance(call, Go):
+                    return
+                if isinstance(call, Stop):
+                    raise HarnessError(call.why)
                 now = time.monotonic()
                 if trouble is None:
-                    for r, key in enumerate(keys):
+                    for r in others:
+                        key = f"{prefix}/meet/{index}/{r}"
                         if self.store.check([key]) and self.store.get(key).decode() != PASSED:
                             trouble = (now, f"it {_WENT.get(self.store.get(key).decode(), 'failed')} on rank {r}")
                 elif now - trouble[0] > grace:
-                    missing = [r for r, key in enumerate(keys) if not self.store.check([key])]
+                    missing = [r for r in others if r not in at]
                     raise HarnessError(
                         f"rank {', '.join(map(str, missing))} never finished subtest ({outcome.label}) within "
                         f"HARNESS_PEER_GRACE ({grace:g} s) after {trouble[1]}: it is still inside one of that "
@@ -300,89 +382,19 @@ class _Job:
         os._exit(128 + signum)
 
 
-_job: _Job | None = None
+_job: list[LaunchedJob] = []  # made once per launched process, at its first test
 
 
-def _get_job() -> _Job:
-    global _job
-    if _job is None:
-        _job = _Job()
-    return _job
+def launched_job() -> LaunchedJob:
+    """This process's launched world (it joins torchrun's rendezvous the first time)."""
+    if not _job:
+        _job.append(LaunchedJob())
+    return _job[0]
 
 
-class _LaunchedRun(TestRun):
-    """A test run under torchrun: the launched world is "a machine with enough GPUs", unless the test
-    names its own number."""
-
-    def __init__(self, test: Any, job: _Job) -> None:
-        fn = getattr(type(test), test._testMethodName)
-        super().__init__(test, gpus_needed(type(test), fn) or job.world_size)
-        node = job.placement
-        self.placement = dataclasses.replace(
-            node, reason="launched by torchrun" + (f"; {self.world_note}" if self.world_note else "")
-            + (f"; {node.reason}" if node.shortfall or node.shared else ""))
-
-
-def run_as_launched_rank(test: Any) -> None:
-    """The test body of ``MultiProcessTestCase.run`` when this process is a torchrun rank."""
-    __tracebackhide__ = True
-    job = _get_job()
-    run = _LaunchedRun(test, job)
-    if job.poisoned:
-        raise unittest.SkipTest(job.poisoned)
-    if job.skip_all:
-        raise unittest.SkipTest(job.skip_all)
-    if run.world_size != job.world_size:
-        raise unittest.SkipTest(f"needs world size {run.world_size}, torchrun launched {job.world_size} ranks "
-                                f"(run it with --nnodes x --nproc-per-node = {run.world_size})")
-    skip_if_nccl_alone(run)
-    run.conf = run.conf if job.rank == 0 else _quiet(run.conf)
-    wants_temp = bool(markers(run.fn)["temp_dir"])
-
-    def once(kwargs: dict | None) -> list[RankResult]:
-        run.examples += 1
-        if kwargs is not None and job.world_size > 1:
-            kwargs = _same_example(job, kwargs, run.test_id)
-        return job.run(test, run.test_id, run.timeout, run.conf.peer_grace, kwargs, wants_temp)
-
-    try:
-        if is_hypothesis_test(run.fn):
-            _share_hypothesis_seed(job, run.fn)
-        drive(test, run, once)
-    finally:
-        run.record([os.getpid()], True)
-
-
-def _quiet(conf: Any) -> Any:
-    return dataclasses.replace(conf, show_output=False)
-
-
-def _share_hypothesis_seed(job: _Job, fn: Any) -> None:
-    """Every rank's hypothesis engine gets rank 0's seed and no example database, so given the same
-    verdicts (which every rank reaches from the same results) they draw and shrink in lockstep."""
-    job.seq += 1
-    key = f"t{job.seq}/hypothesis_seed"
-    if job.rank == 0:
-        job.store.set(key, str(int.from_bytes(os.urandom(8), "little")))
-    fn._hypothesis_internal_use_seed = int(job.store.get(key).decode())
-    fn._harness_settings_overrides = {"database": None}
-
-
-def _same_example(job: _Job, kwargs: dict, test_id: str) -> dict:
-    job.seq += 1
-    key = f"t{job.seq}/example"
-    if job.rank == 0:
-        job.store.set(key, pickle.dumps(kwargs))
-        return kwargs
-    theirs = pickle.loads(job.store.get(key))
-    if repr(theirs) != repr(kwargs):
-        raise RankError(f"{test_id} [rank {job.rank}/{job.world_size}]: hypothesis drew {kwargs!r} here but "
-                        f"{theirs!r} on rank 0; a strategy that depends on the rank cannot be used under torchrun")
-    return theirs
-
-
-def main_module_entry(argv: list[str] | None) -> None:
-    """``run_tests()`` under torchrun: every rank runs, rank 0 alone prints."""
-    runner = unittest.TextTestRunner(stream=report_stream(), verbosity=2 if launched_rank() == 0 else 0)
+def main_module_entry(argv: list[str] | None, runner_class: type = unittest.TextTestRunner) -> None:
+    """``run_tests()`` under torchrun: every rank runs, rank 0 alone prints (``runner_class``: run_tests's,
+    whose results carry its run)."""
+    runner = runner_class(stream=report_stream(), verbosity=2 if launched_rank() == 0 else 0)
     unittest.main(module="__main__", argv=[sys.argv[0], *(sys.argv[1:] if argv is None else argv)],
                   testRunner=runner)

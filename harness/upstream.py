@@ -4,7 +4,7 @@ A ported file whose class keeps an upstream base (a name ``harness.port`` could 
 ported at all) runs on ``torch.testing._internal``'s own harness: upstream spawns the ranks and, on a
 machine without enough GPUs, they exit with its skip code, so nothing would say distharness never ran
 those tests. The runner, the pytest plugin and ``harness.run_tests`` name such classes at the end of
-the run (:func:`harness.report.upstream_lines`).
+the run (``harness.notes.Notes.upstream_lines``).
 
 The bases are recognised by module and name in the class's MRO; this module never imports
 ``torch.testing._internal``.

@@ -8,7 +8,7 @@ the ranks replaced after the test that did it, and the test named at the end of 
 import re
 import unittest
 
-from harness.isolation import world_changes
+from harness.verdict import world_changes
 from harness.outcome import PASSED, RankResult
 from tests._support import FixtureTestCase, fixture_line
 

@@ -155,8 +155,13 @@ class RunnerResult(unittest.TestResult):
         counts(result.entries)
     """
 
-    def __init__(self, listener: Listener, buffer: bool, failfast: bool, keep_output: bool) -> None:
+    def __init__(self, listener: Listener, buffer: bool, failfast: bool, keep_output: bool,
+                 run: Any = None) -> None:
+        from harness.run import Run
+
         super().__init__()
+        #: the run the tests belong to (harness.run): their settings, ranks and notes
+        self.harness_run = run if run is not None else Run()
         self.listener = listener
         self.buffer = buffer
         self.failfast = failfast
@@ -209,14 +214,13 @@ class RunnerResult(unittest.TestResult):
             self._restoreStdout()
 
     def startTest(self, test: unittest.TestCase) -> None:
-        from harness import report
-
+        notes = self.harness_run.notes
         self.started += 1
         test_id, classname, method = _split_id(test)
         self._current = Entry(test_id, module_of(test), classname, method, real=not is_load_failure(test))
         self._outcome_seen = False
-        self._records_at = len(report.records)
-        found = report.note_test_class(test)  # its class still derives from upstream's base: say so on its line
+        self._records_at = len(notes.records)
+        found = notes.test_class_seen(test)  # its class still derives from upstream's base: say so on its line
         if found is not None:
             self._current.placement = "upstream"
             self._current.why_placed = found.line()
@@ -265,11 +269,9 @@ class RunnerResult(unittest.TestResult):
         entry.problems.append(Problem(Status.ERROR, entry.test_id, self._last_text(self.errors)))
 
     def addSkip(self, test: Any, reason: str) -> None:
-        from harness import report
-
         self._outcome_seen = True
         super().addSkip(test, reason)
-        report.note_skip(test, reason)  # "needs a GPU or NCCL" in a test the harness did not run itself
+        self.harness_run.notes.skip_seen(test, reason)  # "needs a GPU or NCCL" in a test the harness did not run itself
         entry = self._entry_for(test, Status.SKIPPED)  # a class or module skipped in its set-up is a skip
         if isinstance(test, unittest.case._SubTest):
             entry.sub_skipped.append((test._subDescription(), reason))
@@ -309,8 +311,6 @@ class RunnerResult(unittest.TestResult):
         self.listener.subtest_done(kind, params, "")
 
     def stopTest(self, test: unittest.TestCase) -> None:
-        from harness import report
-
         entry = self._current or self._entry_for(test)
         if self.keep_output and self.buffer:
             entry.output = "".join(buf.getvalue() for buf in (getattr(self, "_stdout_buffer", None),
@@ -324,7 +324,7 @@ class RunnerResult(unittest.TestResult):
             entry.problems.append(Problem(Status.INTERRUPTED, entry.test_id,
                                           f"{why} while this test was running; its ranks were stopped"))
         entry.seconds = time.monotonic() - self._t0
-        recs = [r for r in report.records[self._records_at:] if r.test_id == entry.test_id]
+        recs = [r for r in self.harness_run.notes.records[self._records_at:] if r.test_id == entry.test_id]
         if recs:
             entry.world_size = recs[-1].world_size
             entry.placement = recs[-1].placement

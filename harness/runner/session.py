@@ -65,7 +65,7 @@ class Plan:
 
 
 def _apply(options: Options) -> Settings:
-    """The command line's settings, for this process (the ranks it spawns are handed them)."""
+    """The run's settings: the command line's over the environment's (the ranks it spawns are handed them)."""
     from harness import config, hypothesis_support
 
     values: dict[str, Any] = {}
@@ -77,7 +77,7 @@ def _apply(options: Options) -> Settings:
         values["env_changed"] = "fail"
     if options.hypothesis_profile:
         hypothesis_support.choose_profile(options.hypothesis_profile)
-    return config.configure(**values)
+    return config.settings(**values)
 
 
 def prepare(options: Options) -> Plan:
@@ -168,7 +168,11 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
         entries, notes, ran, interrupted = outcome.entries, outcome.notes, outcome.started, outcome.interrupted
         class_seconds = outcome.class_seconds
     else:
-        result = RunnerResult(console, buffer=options.buffer, failfast=options.failfast, keep_output=options.verbose)
+        from harness.run import Run
+
+        run = Run(plan.settings)
+        result = RunnerResult(console, buffer=options.buffer, failfast=options.failfast, keep_output=options.verbose,
+                              run=run)
         result.startTestRun()
         try:
             unittest.TestSuite(tests).run(result)
@@ -177,7 +181,7 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
             result.stop_interrupted()
         finally:
             result.stopTestRun()
-            notes = _after_the_tests(plan)
+            notes = _after_the_tests(plan, run)
         entries, ran, class_seconds = result.entries, result.started, result.class_seconds
         if options.job_of is not None:  # a --jobs worker: the parent reports
             from harness.runner.jobs import write_worker_report
@@ -223,20 +227,15 @@ def times_to_record(entries: Sequence[Entry], class_seconds: Mapping[str, float]
             {k: v for k, v in class_seconds.items() if k in ran_classes})
 
 
-def _after_the_tests(plan: Plan) -> list[str]:
+def _after_the_tests(plan: Plan, run: Any) -> list[str]:
     """Stop the rank processes now rather than at exit, so whatever they print while shutting down comes
-    before the summary and the count line stays the last line; take over what the harness would say at
-    exit (each test's line already says where it ran, so the CPU-fallback note goes)."""
-    from harness import pool, report
-
-    pool.shutdown_all()
-    report.fallbacks.clear()
-    altered = report.altered_lines()
-    report.altered.clear()
-    needs_cuda = report.needs_cuda_line()  # skips for want of a GPU or NCCL, by reason
-    report.needs_cuda.clear()
-    upstream = report.upstream_lines()  # classes that still derive from upstream's bases
-    report.upstream.clear()
+    before the summary and the count line stays the last line; the run's notes, for the summary (each
+    test's line already says where it ran, so the CPU-fallback note goes)."""
+    run.close()
+    altered = run.notes.altered_lines()
+    needs_cuda = "\n".join(run.notes.needs_cuda_lines())  # skips for want of a GPU or NCCL, by reason
+    upstream = run.notes.upstream_lines()  # classes that still derive from upstream's bases
+    run.notes.forget()
     notes = []
     if upstream:
         notes.append(f"Ran on upstream's harness, not distharness ({len(upstream)} class(es)):\n"

@@ -3,7 +3,7 @@ import unittest
 
 from harness import cuda_state
 from harness.fallback import needs_cuda, needs_nccl
-from harness.isolation import world_changes
+from harness.verdict import world_changes
 from harness.outcome import ERROR, PASSED, RankResult
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 from harness.config import DEVICE_CHOICES
 from harness.placement import Placement, choose_placement, normalize_backend
 from harness.errors import UsageError
-from harness.execution import world_size_for
+from harness.testrun import world_size_for
 
 
 def _nccl(available: bool) -> mock._patch:

@@ -1,4 +1,4 @@
-"""Settings from the HARNESS_* variables: parsed from the one table, bad values named, configure() on top."""
+"""Settings from the HARNESS_* variables: parsed from the one table, bad values named, a runner's values on top."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,17 +7,16 @@ import unittest
 from unittest import mock
 
 from harness import config
-from harness.config import VARIABLES, Settings, configure, settings
+from harness.config import VARIABLES, Settings, settings
 from harness.errors import UsageError
 
 
 class _Clean(unittest.TestCase):
-    """No HARNESS_* variable from the outer shell, and no configure() left over, in or after a test."""
+    """No HARNESS_* variable from the outer shell, in or after a test."""
 
     def setUp(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
         self.enterContext(mock.patch.dict(os.environ, env, clear=True))
-        self.enterContext(mock.patch.dict(config._overrides, clear=True))
 
     def env(self, **values: str) -> None:
         os.environ.update({f"HARNESS_{k.upper()}": v for k, v in values.items()})
@@ -84,36 +83,30 @@ class TestFromTheEnvironment(_Clean):
         with self.assertRaisesRegex(UsageError, r"^HARNESS_REUSE='maybe' is not a flag; use 1 or 0"):
             settings()
 
-    def test_the_output_limit_falls_back_to_its_default_on_a_bad_value(self):
-        self.env(output_limit="lots")
-        self.assertEqual(config.output_limit(), 65536)
-
-
-class TestConfigure(_Clean):
-    def test_configure_wins_over_the_environment(self):
+class TestValuesOverTheEnvironment(_Clean):
+    def test_given_values_win_over_the_environment_and_change_nothing_else(self):
         self.env(device="cuda", timeout="5")
-        self.assertEqual(configure(device="cpu").device, "cpu")
-        self.assertEqual((settings().device, settings().timeout), ("cpu", 5.0))
+        self.assertEqual(settings(device="cpu").device, "cpu")
+        self.assertEqual(settings(device="cpu").timeout, 5.0)
+        self.assertEqual((settings().device, settings().timeout), ("cuda", 5.0))  # no state left behind
 
     def test_unknown_settings_are_refused_with_the_known_ones(self):
         with self.assertRaisesRegex(UsageError, r"unknown setting\(s\) colour; known: device, env_changed"):
-            configure(colour="red")
+            settings(colour="red")
 
     def test_bad_values_name_the_setting_and_its_variable(self):
-        for values, message in [({"device": "tpu"}, r"configure\(device='tpu'\) \(HARNESS_DEVICE\): not one of auto"),
-                                ({"threads": 0}, r"configure\(threads=0\) \(HARNESS_THREADS\): give an int >= 1"),
+        for values, message in [({"device": "tpu"}, r"settings\(device='tpu'\) \(HARNESS_DEVICE\): not one of auto"),
+                                ({"threads": 0}, r"settings\(threads=0\) \(HARNESS_THREADS\): give an int >= 1"),
                                 ({"reuse": "yes"}, r"\(HARNESS_REUSE\): give True or False"),
                                 ({"timeout": "60"}, r"give a float >= 0.1, or None for the default")]:
             with self.subTest(values), self.assertRaisesRegex(UsageError, message):
-                configure(**values)
-        self.assertEqual(config._overrides, {})  # nothing half-applied
+                settings(**values)
 
     def test_a_ranks_copy_of_the_parents_settings_is_the_same(self):
-        # harness.pool hands the parent's Settings to each rank, which applies them with configure()
-        parent = configure(device="cpu", timeout=12.5, threads=2)
-        config._overrides.clear()
-        self.env(device="cuda")  # whatever the rank's environment says
-        self.assertEqual(configure(**dataclasses.asdict(parent)), parent)
+        # harness.pool hands the parent's Settings to each rank as they are, whatever the rank's environment says
+        parent = settings(device="cpu", timeout=12.5, threads=2)
+        self.env(device="cuda")
+        self.assertEqual(settings(**dataclasses.asdict(parent)), parent)
 
 
 if __name__ == "__main__":

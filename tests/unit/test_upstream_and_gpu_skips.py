@@ -3,7 +3,7 @@ harness, what the port tool maps them to, and the needs-CUDA summary lines. No p
 import unittest
 
 import harness
-from harness import report
+from harness.notes import Notes
 from harness.fallback import gpu_skip
 from harness.port import MAPPING, port_source
 from harness.upstream import HARNESS_NAMES, upstream_base
@@ -120,28 +120,34 @@ class TestPortMapsEveryMirroredBase(unittest.TestCase):
 
 class TestNeedsCudaLines(unittest.TestCase):
     def setUp(self):
-        self.saved = dict(report.needs_cuda)
-        report.needs_cuda.clear()
-
-    def tearDown(self):
-        report.needs_cuda.clear()
-        report.needs_cuda.update(self.saved)
+        self.notes = Notes()
 
     def test_grouped_by_reason(self):
-        report.needs_cuda.update({
-            "m.T.test_a": ["needs CUDA: AssertionError: Torch not compiled with CUDA enabled (m.py:3)"],
-            "m.T.test_b": ["Need at least 2 CUDA devices"],
-            "m.T.test_c": ["Need at least 2 CUDA devices", "Need at least 2 CUDA devices"],
-        })
-        self.assertEqual(report.needs_cuda_lines(), [
+        for test_id, reason in [
+                ("m.T.test_a", "needs CUDA: AssertionError: Torch not compiled with CUDA enabled (m.py:3)"),
+                ("m.T.test_b", "Need at least 2 CUDA devices"),
+                ("m.T.test_c", "Need at least 2 CUDA devices"), ("m.T.test_c", "Need at least 2 CUDA devices")]:
+            self.notes.needs_cuda_for(test_id, reason)
+        self.assertEqual(self.notes.needs_cuda_lines(), [
             "3 tests need CUDA (4 subtests), skipped (a GPU or NCCL was missing): m.T.test_a, m.T.test_b, m.T.test_c",
             "  3 x Need at least 2 CUDA devices: m.T.test_b, m.T.test_c",
             "  1 x hard-code CUDA, ran on CPU for want of GPUs (HARNESS_DEVICE=cpu makes them failures): m.T.test_a",
         ])
 
     def test_none(self):
-        self.assertEqual(report.needs_cuda_lines(), [])
-        self.assertEqual(report.needs_cuda_line(), "")
+        self.assertEqual(self.notes.needs_cuda_lines(), [])
+        self.assertEqual(self.notes.end_of_run_lines(), [])
+
+    def test_skips_of_other_classes_are_counted_by_their_reason_and_said_once(self):
+        class Plain(unittest.TestCase):
+            def test_x(self):
+                pass
+
+        self.notes.skip_seen(Plain("test_x"), "Need at least 2 CUDA devices")
+        self.notes.skip_seen(Plain("test_x"), "not today")  # not a GPU reason: not counted
+        self.assertEqual(list(self.notes.needs_cuda.values()), [["Need at least 2 CUDA devices"]])
+        self.notes.forget()
+        self.assertEqual(self.notes.end_of_run_lines(), [])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,92 @@
+"""One run of tests in a process: its settings, its worlds of ranks, its notes; made by the entry point.
+
+Each entry point makes a :class:`Run` and hands it to the tests through unittest's result object
+(``result.harness_run``): the runner (``run_tests.py``), ``harness.run_tests()``, the pytest plugin.
+``MultiProcessTestCase.run`` finds it there (:func:`run_for`) and passes it down: the test's settings,
+the ranks it runs on (``run.worlds``) and what the run will say at its end (``run.notes``) all come
+from it, never from module globals.
+
+An entry point that makes none (plain ``python -m unittest``, a ``TestCase.run()`` by hand) gets the
+process's default run (:func:`default_run`): settings read from the environment at each test, its
+notes printed on stderr at exit.
+"""
+from __future__ import annotations
+
+import atexit
+from typing import Any
+
+from harness.config import Settings, settings as environment_settings
+from harness.notes import Notes
+
+__all__ = ["Run", "run_for", "default_run"]
+
+
+class Run:
+    """One run: ``settings`` (fixed, or read from the environment when None), ``worlds``, ``notes``.
+
+    Example::
+
+        run = Run(settings(timeout=60.0))
+        result = run.attach(unittest.TestResult())
+        suite.run(result)
+        run.close()
+        print(run.notes.end_of_run_lines())
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._settings = settings
+        self.notes = Notes()
+        self._worlds: Any = None
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in force: the entry point's, else the ``HARNESS_*`` environment as it is now."""
+        return self._settings if self._settings is not None else environment_settings()
+
+    @property
+    def worlds(self) -> Any:
+        """Where this run's tests get their ranks (harness.world.Worlds): the rank pools it spawns, or
+        torchrun's launched ranks when this process is one of them."""
+        if self._worlds is None:
+            from harness import torchrun
+
+            if torchrun.launched():
+                self._worlds = torchrun.launched_job()
+            else:
+                from harness.pool import Pools
+
+                self._worlds = Pools()
+        return self._worlds
+
+    def attach(self, result: Any) -> Any:
+        """Give ``result`` (unittest's result object) this run; returns it."""
+        result.harness_run = self
+        return result
+
+    def close(self) -> None:
+        """Stop the ranks this run spawned (at once; they are started again if another test comes)."""
+        if self._worlds is not None:
+            self._worlds.close()
+
+
+def run_for(result: Any) -> Run:
+    """The run that ``result`` (what unittest hands ``TestCase.run``) belongs to, else the default run."""
+    run = getattr(result, "harness_run", None)
+    return run if isinstance(run, Run) else default_run()
+
+
+_default: list[Run] = []  # the process's default run, made once, at first use
+
+
+def default_run() -> Run:
+    """The run of the tests no entry point made a run for: its notes are printed on stderr at exit."""
+    if not _default:
+        run = Run()
+        _default.append(run)
+        atexit.register(_end_default, run)
+    return _default[0]
+
+
+def _end_default(run: Run) -> None:
+    run.close()
+    run.notes.say()

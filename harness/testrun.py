@@ -1,0 +1,230 @@
+"""One test in the parent: its world size and placement, its world of ranks, its hypothesis examples.
+
+``case.MultiProcessTestCase.run`` hands each test here (:func:`run_test`) with the run it belongs to
+(harness.run). A :class:`TestRun` describes the test; the run's worlds (harness.world: a spawned pool,
+or torchrun's launched ranks) place it and give it ranks; :func:`drive` runs it once, or once per
+hypothesis example, and hands what the ranks sent back to ``harness.verdict``, which turns it into
+unittest's outcomes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+import unittest
+from typing import Any, Callable
+
+from harness import verdict
+from harness.config import Settings
+from harness.decorators import defined_at, gpus_needed, markers
+from harness.errors import RankAbort, UsageError
+from harness.fallback import DEFAULT_GPUS, pretend_device_count
+from harness.hypothesis_support import is_hypothesis_test, run_given
+from harness.notes import Notes, TestRecord, short_id
+from harness.outcome import RankResult, gpu_note
+from harness.placement import Placement, gpu_count
+from harness.protocol import Task
+from harness.run import Run
+
+__all__ = ["TestRun", "run_test", "drive", "world_size_for", "skip_if_nccl_alone"]
+
+# Frames of this module are hidden from unittest's tracebacks: a failure shows the rank's traceback.
+__unittest = True
+
+
+# ---- the world a test asks for -------------------------------------------------------------------
+
+
+def _evaluate_world_size(test: Any, test_id: str) -> Any:
+    try:
+        ws = test.world_size
+        if ws == -2 and getattr(test, "_harness_world_from_devices", False):
+            import torch
+
+            ws = torch.cuda.device_count()  # upstream's continuous tests: -2 means "one rank per GPU"
+    except Exception as exc:
+        raise UsageError(f"{test_id}: evaluating world_size raised {type(exc).__name__}: {exc}") from exc
+    return ws
+
+
+def _check_world_size(ws: Any, test_id: str, pretended: int | None) -> int:
+    if isinstance(ws, bool) or not isinstance(ws, int) or ws < 1:
+        hint = ""
+        if pretended is not None:
+            hint = (f" (also with the device counts at {pretended}, as on a machine with enough GPUs, so it does not "
+                    "come from a missing GPU); return the number of ranks the test needs")
+        elif ws == 0:
+            hint = " (return the number of ranks the test needs)"
+        raise UsageError(f"{test_id}: world_size must be an int >= 1, got {ws!r}; a test that runs on no rank "
+                         f"cannot pass{hint}")
+    return ws
+
+
+def world_size_for(test: Any, test_id: str, gpus_needed: int = 0, gpus: int | None = None) -> tuple[int, str]:
+    """The world the test asks for, and a note when that differs from what this machine's counts give.
+
+    Upstream tests size their world from the device count (``min(4, torch.cuda.device_count())``); on
+    a machine with fewer GPUs than the test was written for that is 0 or 1. Then the test's world is
+    taken as it would be on a machine with enough GPUs: ``skip_if_lt_x_gpu(x)``'s x, else
+    ``fallback.DEFAULT_GPUS``. A world size of 0 that does not come from the device count stays an error.
+
+    Example::
+
+        world_size_for(test, "mod.TestX.test_y", gpus=0)   # (4, "world size 4 as on a machine with 4 GPUs ...")
+    """
+    gpus = gpu_count() if gpus is None else gpus
+    want = gpus_needed or DEFAULT_GPUS
+    ws = _evaluate_world_size(test, test_id)
+    if gpus >= want:
+        return _check_world_size(ws, test_id, None), ""
+    with pretend_device_count(want):
+        asked = _evaluate_world_size(test, test_id)
+    if asked == ws:
+        return _check_world_size(ws, test_id, want if ws == 0 else None), ""
+    asked = _check_world_size(asked, test_id, want)
+    return asked, (f"world size {asked} as on a machine with {want} GPUs (world_size follows the device count, "
+                   f"{ws!r} on this machine)")
+
+
+# ---- one test, as the parent runs it ------------------------------------------------------------
+
+
+class TestRun:
+    """One test in the parent, in one run: its world size and placement, and what the verdict needs.
+
+    Example::
+
+        run = TestRun(test, Run())
+        results = run.run_once(None)     # every rank's RankResult
+    """
+
+    __test__ = False  # not a test class, whatever pytest's name rules say
+
+    def __init__(self, test: unittest.TestCase, run: Run) -> None:
+        self.test = test
+        self.run = run
+        self.notes: Notes = run.notes
+        self.test_id = short_id(test)
+        self.fn = getattr(type(test), test._testMethodName)
+        worlds = run.worlds
+        conf: Settings = run.settings
+        self.conf = conf if worlds.reports else dataclasses.replace(conf, show_output=False)
+        #: GPUs the test asks for with skip_if_lt_x_gpu (0: it names none)
+        self.gpus_asked = gpus_needed(type(test), self.fn)
+        self.world_size, self.world_note = world_size_for(test, self.test_id, worlds.enough_gpus(self.gpus_asked))
+        self.placement: Placement = worlds.place(self.world_size, self.gpus_asked, self.conf, self.world_note)
+        self.module_file: str | None = getattr(sys.modules.get(type(test).__module__), "__file__", None)
+        self.timeout = self.conf.timeout_for(getattr(test, "timeout", None), self.test_id)
+        self.examples = 0
+        self.started = time.monotonic()
+        self.reused = True
+        self.pids: list[int] = []
+
+    @property
+    def fallback(self) -> bool:
+        """On CPU only for want of GPUs: errors that mean "needs CUDA" become skips (HARNESS_DEVICE=cpu: failures)."""
+        return self.placement.shortfall and self.placement.device_type == "cpu"
+
+    @property
+    def shared_fallback(self) -> bool:
+        """On shared GPUs only for want of one GPU per rank: errors that mean "needs NCCL" become skips."""
+        return self.placement.shortfall and self.placement.shared
+
+    def with_gpu_note(self, text: str) -> str:
+        """``text`` (a failure report) with a note after its first line when the test was written for GPUs and
+        ran on CPU, or on GPUs its ranks shared, for want of them (outcome.gpu_note): the reader knows where
+        to look. Unchanged when the test did not ask for GPUs, or the placement was asked for."""
+        if not self.placement.shortfall or not (self.gpus_asked or self.world_note):
+            return text
+        note = gpu_note(max(self.gpus_asked, self.world_size), self.gpus_asked, self.placement.shared, gpu_count())
+        first, sep, rest = text.partition("\n")
+        return f"{first}\n{note}" + (f"\n{rest}" if sep else "")
+
+    def run_once(self, kwargs: dict[str, Any] | None) -> list[RankResult]:
+        """Send the test (with one hypothesis example's arguments, if any) to every rank; their results."""
+        self.examples += 1
+        worlds = self.run.worlds
+        world, reused = worlds.world(self.world_size, self.placement, self.conf)
+        self.reused = self.reused and reused
+        self.pids = world.pids
+        if kwargs is not None:
+            kwargs = world.same_example(kwargs, self.test_id)
+        with world.test_files(bool(markers(self.fn)["temp_dir"])) as (temp_dir, file_name):
+            task = Task(module=type(self.test).__module__, module_file=self.module_file,
+                        qualname=type(self.test).__qualname__, method=self.test._testMethodName,
+                        device_type=self.placement.device_type, shared=self.placement.shared,
+                        seed=self.conf.seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
+                        fresh_pg=world.pg_suspect, isolate=self.conf.env_changed != "off",
+                        world_size=self.world_size, timeout=self.timeout)
+            results = world.run(task, self.timeout, self.conf.peer_grace)
+        # Every rank sees the same results, so under torchrun every rank rebuilds the group alike.
+        world.pg_suspect = any(r.is_bad for r in results)
+        changes = verdict.world_changes(results)
+        if changes:  # what only fresh ranks undo: named in the run's summary (HARNESS_ENV_CHANGED=fail: a failure)
+            self.notes.altered_by(self.test_id, changes, world.left_altered(results))
+            if self.conf.env_changed == "fail":
+                verdict.fail_altering(results, changes)
+        worlds.done_with(world, self.conf)
+        return results
+
+    def record(self) -> None:
+        """The test as it ran, for the runner's line and the pytest plugin (the run's notes)."""
+        self.notes.record(TestRecord(self.test_id, self.world_size, self.placement.label if self.examples else "",
+                                     self.placement.reason, time.monotonic() - self.started, self.pids,
+                                     self.reused, self.examples))
+
+
+def run_test(test: unittest.TestCase, run: Run) -> None:
+    """The test body of ``MultiProcessTestCase.run`` in the parent: the test on the run's ranks."""
+    __tracebackhide__ = True
+    testrun = TestRun(test, run)
+    try:
+        why = run.worlds.skip(testrun.world_size) or testrun.placement.skip
+        if why:
+            raise verdict.skip(testrun, why)
+        skip_if_nccl_alone(testrun)
+        if testrun.placement.shortfall:  # the run ends by saying so: never a silent move to CPU
+            testrun.notes.fallback(testrun.placement.reason, testrun.test_id)
+        drive(test, testrun, testrun.run_once)
+    finally:
+        testrun.record()
+
+
+def skip_if_nccl_alone(run: TestRun) -> None:
+    """A test that asks for NCCL and nothing else runs neither on CPU nor on shared GPUs (NCCL takes one GPU
+    per rank): there for want of GPUs, a skip with the reason, never a silent run on gloo."""
+    asked = markers(run.fn)["comms"]
+    if not (isinstance(asked, str) and asked.strip().lower() == "nccl"):
+        return
+    if run.fallback:
+        reason = f"needs CUDA: asks for backend='nccl' alone ({defined_at(run.fn)})"
+    elif run.placement.shared and run.conf.device != "cpu":
+        reason = (f"needs NCCL (one GPU per rank): asks for backend='nccl' alone and the placement is "
+                  f"{run.placement.label} ({run.placement.reason}) ({defined_at(run.fn)})")
+    else:
+        return
+    run.notes.needs_cuda_for(run.test_id, reason)
+    raise unittest.SkipTest(reason)
+
+
+def drive(test: unittest.TestCase, run: TestRun,
+          run_once: Callable[[dict[str, Any] | None], list[RankResult]]) -> None:
+    """Run the test once, or once per hypothesis example, and report (harness.verdict)."""
+    __tracebackhide__ = True
+    if not is_hypothesis_test(run.fn):
+        verdict.report(test, run, run_once(None), None)
+        return
+    run.run.worlds.start_examples(run.fn)
+    last: list[RankResult] = []
+
+    def example(kwargs: dict[str, Any]) -> None:
+        __tracebackhide__ = True
+        last[:] = run_once(kwargs)
+        verdict.report(test, run, last, kwargs)
+
+    try:
+        run_given(run.fn, test, example)
+    except RankAbort as abort:
+        raise abort.error from None
+    # Every example passed: show the last one's subtests (their skips and reasons) as subtests.
+    verdict.report_subtests(test, run, last, individually=True)
