@@ -75,7 +75,9 @@ class MultiProcessTestCase(DistributedAssertions):
     @property
     def backend(self) -> str:
         """The placement's backend: NCCL with one GPU per rank; gloo on CPU and on GPUs the ranks share."""
-        return "nccl" if self.device_type == "cuda" and not self._harness_shared else "gloo"
+        from harness.placement import normalize_backend
+
+        return normalize_backend(None, self.device_type, self._harness_shared)
 
     @property
     def process_group(self) -> Any:

@@ -36,7 +36,7 @@ class _ContinuousMixin:
         asked = type(self).backend_str()
         if asked:
             return asked
-        return "nccl" if self.device_type == "cuda" and not self._harness_shared else "gloo"  # type: ignore[attr-defined]
+        return MultiProcessTestCase.backend.fget(self)  # type: ignore[attr-defined]
 
     @property
     def pg(self) -> Any:

@@ -11,7 +11,7 @@ import unittest
 from typing import Any
 
 __all__ = ["RankResult", "SubtestOutcome", "Verdict", "capture_exception", "merge", "picklable", "sendable",
-           "read_bounded", "bounded_output", "subtest_report", "gpu_note", "env_changed_failure"]
+           "read_bounded", "bounded_output", "subtest_report", "example_note", "gpu_note", "env_changed_failure"]
 
 from harness.status import Status
 
@@ -213,7 +213,7 @@ def picklable(value: Any) -> Any:
         return repr(value)
 
 
-_HIDDEN_FILES = re.compile(r"[/\\](harness[/\\](rank|subtests|case|execution|torchrun|assertions|main)\.py|"
+_HIDDEN_FILES = re.compile(r"[/\\](harness[/\\](rank|subtests|case|testrun|verdict|torchrun|assertions|main)\.py|"
                            r"unittest[/\\](case|suite|runner|main)\.py|multiprocessing[/\\]\w+\.py)$")
 
 
@@ -392,6 +392,13 @@ def subtest_report(test_id: str, world_size: int, placement: str, label: str, ro
     return "\n".join(lines)
 
 
+def example_note(example: dict[str, Any]) -> str:
+    """What a failure of one hypothesis example ends with: the example, and how to run it again."""
+    shown = ", ".join(f"{k}={v!r}" for k, v in example.items())
+    return (f"Hypothesis example: {shown}\nReproduce it: put @example({shown}) above @given "
+            "(from hypothesis import example), or run with the same HYPOTHESIS_PROFILE (ci is derandomized).")
+
+
 def gpu_note(wanted: int, gpus_asked: int, shared: bool, found: int) -> str:
     """The note under a failure of a test written for ``wanted`` GPUs that ran on CPU, or on the ``found``
     GPUs its ranks shared, for want of them (``gpus_asked``: its skip_if_lt_x_gpu number, 0: none)."""
@@ -411,12 +418,13 @@ def gpu_note(wanted: int, gpus_asked: int, shared: bool, found: int) -> str:
             "here.")
 
 
-def env_changed_failure(r: RankResult, changes: list[str]) -> None:
-    """HARNESS_ENV_CHANGED=fail: ``r``, a rank that left the process altered (``changes``), fails if it passed."""
+def env_changed_failure(r: RankResult, changes: list[str], then: str = "ranks restarted") -> None:
+    """HARNESS_ENV_CHANGED=fail: ``r``, a rank that left the process altered (``changes``), fails if it passed
+    (``then``: what became of the ranks)."""
     if r.status != PASSED:
         return
     r.status, r.exc_type = FAILED, "EnvChanged"
-    r.message = f"the test left the process altered: {'; '.join(changes)}; ranks restarted"
+    r.message = f"the test left the process altered: {'; '.join(changes)}; {then}"
     r.traceback = (f"EnvChanged: {r.message}\n\nPut back what the test changes (try/finally, self.addCleanup "
                    "or unittest.mock.patch), stop the threads and wait for the processes it starts. "
                    "HARNESS_ENV_CHANGED=fail makes this a failure; warn only names the test at the end of "

@@ -44,6 +44,7 @@ class Task:
     isolate: bool = True  # record the process state before the test and restore it after (harness.isolation)
     world_size: int = 0  # the parent's world size for this test; the ranks' self.world_size says it (0: unset)
     timeout: float = 0.0  # the test's time limit in seconds; the process group's own timeout stays above it
+    test_id: str = ""  # the test as reports name it (module as the user named it: __main__ -> the file's stem)
 
 
 # ---- from a rank --------------------------------------------------------------------------------
@@ -131,9 +132,12 @@ def meeting_call(world_size: int, at: Mapping[int, int], left: Collection[int]) 
         return None
     if not left and len(set(at.values())) == 1:
         return Go()
-    gone = sorted(set(left)) or sorted(r for r in at if at[r] != min(at.values()))
-    return Stop(f"rank {', '.join(map(str, gone))} left the test (it ended, failed or died) while this rank waited "
-                "for it after a run_subtests combination; if it ended normally, the ranks ran different "
+    if not left:
+        where = ", ".join(f"rank {r} after combination {at[r]}" for r in sorted(at))
+        return Stop(f"the ranks wait at different run_subtests meetings ({where}): they ran different "
+                    "combinations; give run_subtests the same config on every rank")
+    return Stop(f"rank {', '.join(map(str, sorted(left)))} left the test (it ended, failed or died) while this rank "
+                "waited for it after a run_subtests combination; if it ended normally, the ranks ran different "
                 "combinations: give run_subtests the same config on every rank")
 
 

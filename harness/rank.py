@@ -326,7 +326,7 @@ def _after_test(keeper: Any, result: RankResult) -> None:
     import torch.distributed as dist
 
     if keeper.backend is not None:
-        result.default_group = dist.is_initialized()  # the parent compares the ranks (isolation.world_changes)
+        result.default_group = dist.is_initialized()  # the parent compares the ranks (verdict.world_changes)
 
     try:
         keeper.forget_if_gone()

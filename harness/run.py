@@ -51,7 +51,7 @@ class Run:
             from harness import torchrun
 
             if torchrun.launched():
-                self._worlds = torchrun.launched_job()
+                self._worlds = torchrun.launched_job(self.settings)
             else:
                 from harness.pool import Pools
 

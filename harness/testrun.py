@@ -155,15 +155,16 @@ class TestRun:
                         device_type=self.placement.device_type, shared=self.placement.shared,
                         seed=self.conf.seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
                         fresh_pg=world.pg_suspect, isolate=self.conf.env_changed != "off",
-                        world_size=self.world_size, timeout=self.timeout)
+                        world_size=self.world_size, timeout=self.timeout, test_id=self.test_id)
             results = world.run(task, self.timeout, self.conf.peer_grace)
         # Every rank sees the same results, so under torchrun every rank rebuilds the group alike.
         world.pg_suspect = any(r.is_bad for r in results)
         changes = verdict.world_changes(results)
         if changes:  # what only fresh ranks undo: named in the run's summary (HARNESS_ENV_CHANGED=fail: a failure)
-            self.notes.altered_by(self.test_id, changes, world.left_altered(results))
+            then = world.left_altered(results)
+            self.notes.altered_by(self.test_id, changes, then)
             if self.conf.env_changed == "fail":
-                verdict.fail_altering(results, changes)
+                verdict.fail_altering(results, changes, then)
         worlds.done_with(world, self.conf)
         return results
 

@@ -29,7 +29,7 @@ import unittest
 from typing import Any, Iterator
 
 from harness.comms import ProcessGroupKeeper
-from harness.config import Settings, settings
+from harness.config import Settings
 from harness.errors import HarnessError, RankError
 from harness.outcome import PASSED, TIMEOUT, RankResult, merge, tidy_stack
 from harness.placement import Placement, choose_placement
@@ -69,7 +69,7 @@ class LaunchedJob(World, Worlds):
     ranks share the node's GPUs over gloo, else CPU (harness.placement).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, conf: Settings) -> None:
         import torch
         import torch.distributed as dist
 
@@ -77,7 +77,6 @@ class LaunchedJob(World, Worlds):
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ["LOCAL_RANK"])
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        conf = settings()
         node = choose_placement(local_world, 0, conf.device)
         self.placement = dataclasses.replace(
             node, world_size=self.world_size,
@@ -99,6 +98,7 @@ class LaunchedJob(World, Worlds):
         self.seq = 0
         self.pg_suspect = False
         self.active: tuple[str, str] | None = None  # (store prefix, test id) of the test under way
+        self.active_id = ""  # the test id of the last test that ran
         self.poisoned = ""  # set once a rank hung or broke its GPU: the world cannot run another test
         self.current: dict[str, Any] | None = None
         self.lock = threading.Lock()
@@ -208,7 +208,7 @@ class LaunchedJob(World, Worlds):
     def run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
         self.seq += 1
         prefix = f"t{self.seq}"
-        test_id = f"{task.module}.{task.qualname}.{task.method}"
+        test_id = task.test_id or f"{task.module}.{task.qualname}.{task.method}"
         self.active = (prefix, test_id)
         self.active_id = test_id
         with self.lock:
@@ -385,10 +385,11 @@ class LaunchedJob(World, Worlds):
 _job: list[LaunchedJob] = []  # made once per launched process, at its first test
 
 
-def launched_job() -> LaunchedJob:
-    """This process's launched world (it joins torchrun's rendezvous the first time)."""
+def launched_job(conf: Settings) -> LaunchedJob:
+    """This process's launched world (it joins torchrun's rendezvous the first time, with the first run's
+    settings ``conf``: the placement and the ranks' settings are the job's, for its whole life)."""
     if not _job:
-        _job.append(LaunchedJob())
+        _job.append(LaunchedJob(conf))
     return _job[0]
 
 

@@ -10,23 +10,45 @@ from __future__ import annotations
 
 import sys
 import unittest
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from harness.config import Settings
 from harness.errors import RankAbort, RankError, RankFailure
 from harness.fallback import gpu_skip, needs_cuda, needs_nccl, test_line, upstream_skip
+from harness.notes import Notes
 from harness.outcome import (BAD, CRASHED, ERROR, FAILED, KILLED, SKIPPED, TIMEOUT, RankResult, env_changed_failure,
-                             merge, order_by_cause, prefixed, subtest_report)
+                             example_note, merge, order_by_cause, prefixed, subtest_report)
+from harness.placement import Placement
 
-if TYPE_CHECKING:
-    from harness.testrun import TestRun
-
-__all__ = ["report", "report_subtests", "skip", "world_changes", "fail_altering", "print_rank_output"]
+__all__ = ["Judged", "report", "report_subtests", "skip", "world_changes", "fail_altering", "print_rank_output"]
 
 # Frames of this module are hidden from unittest's tracebacks: a failure shows the rank's traceback.
 __unittest = True
 
 
-def report(test: unittest.TestCase, run: "TestRun", results: list[RankResult],
+class Judged(Protocol):
+    """What the verdict needs to know of the test it judges (``harness.testrun.TestRun`` has it)."""
+
+    test_id: str
+    world_size: int
+    placement: Placement
+    conf: Settings
+    notes: Notes  # the run's: where the needs-CUDA skips are counted
+    module_file: str | None
+
+    @property
+    def fallback(self) -> bool:
+        """On CPU only for want of GPUs: errors that mean "needs CUDA" become skips."""
+
+    @property
+    def shared_fallback(self) -> bool:
+        """On shared GPUs only for want of one GPU per rank: errors that mean "needs NCCL" become skips."""
+
+    def with_gpu_note(self, text: str) -> str:
+        """``text`` with the note for a test written for GPUs that ran without them."""
+
+
+def report(test: unittest.TestCase, run: Judged, results: list[RankResult],
            example: dict[str, Any] | None) -> None:
     """Turn the ranks' results into unittest outcomes: subtests one by one, then the test itself (raises)."""
     __tracebackhide__ = True
@@ -41,11 +63,7 @@ def report(test: unittest.TestCase, run: "TestRun", results: list[RankResult],
     if show_output:
         in_report = verdict.root_rank if verdict.status in (FAILED, ERROR) and not desync and example is None else None
         print_rank_output([r for r in results if r.rank != in_report])
-    suffix = ""
-    if example is not None:
-        shown = ", ".join(f"{k}={v!r}" for k, v in example.items())
-        suffix = (f"\n\nHypothesis example: {shown}\nReproduce it: put @example({shown}) above @given "
-                  "(from hypothesis import example), or run with the same HYPOTHESIS_PROFILE (ci is derandomized).")
+    suffix = "" if example is None else "\n\n" + example_note(example)
     sub_failures = report_subtests(test, run, results, individually=example is None)
     if desync:
         # Stopped because one combination went wrong on one rank while its peers were inside it: that
@@ -78,7 +96,7 @@ def _subtest(test: Any, params: dict[str, Any]) -> Any:
     return test.subTest(**{("msg_" if k == "msg" else k): v for k, v in params.items()})
 
 
-def report_subtests(test: unittest.TestCase, run: "TestRun", results: list[RankResult],
+def report_subtests(test: unittest.TestCase, run: Judged, results: list[RankResult],
                     individually: bool) -> list[str]:
     """Report each combination as a unittest subtest; returns failure texts when not reporting individually."""
     __tracebackhide__ = True
@@ -118,7 +136,7 @@ def report_subtests(test: unittest.TestCase, run: "TestRun", results: list[RankR
     return texts
 
 
-def skip(run: "TestRun", reason: str) -> unittest.SkipTest:
+def skip(run: Judged, reason: str) -> unittest.SkipTest:
     """The skip to raise; one that means "needs a GPU or NCCL" is counted in the run's needs-CUDA line."""
     if gpu_skip(reason):
         run.notes.needs_cuda_for(run.test_id, reason)
@@ -132,7 +150,7 @@ def _upstream_skip(results: list[RankResult]) -> str:
     return reasons.pop() if len(reasons) == 1 and "" not in reasons else ""
 
 
-def _needs_cuda(run: "TestRun", root: RankResult) -> str:
+def _needs_cuda(run: Judged, root: RankResult) -> str:
     """The skip reason when a test on CPU (or shared GPUs) for want of GPUs failed because it hard-codes CUDA
     (or NCCL), else ""."""
     if root.status not in (FAILED, ERROR):
@@ -181,8 +199,9 @@ def world_changes(results: list[RankResult]) -> list[str]:
     return changes
 
 
-def fail_altering(results: list[RankResult], changes: list[str]) -> None:
-    """HARNESS_ENV_CHANGED=fail: the ranks that left the process altered fail the test (if it passed)."""
+def fail_altering(results: list[RankResult], changes: list[str], then: str = "ranks restarted") -> None:
+    """HARNESS_ENV_CHANGED=fail: the ranks that left the process altered fail the test (if it passed);
+    ``then``: what became of the ranks (``World.left_altered``)."""
     culprits = [r for r in results if r.altered or r.default_group is False] or results
     for r in culprits:
-        env_changed_failure(r, changes)
+        env_changed_failure(r, changes, then)

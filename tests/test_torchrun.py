@@ -143,6 +143,19 @@ class TestStandalone(TorchrunCase):
         self.assertNothingLeft()
 
 
+    def test_ranks_that_ran_different_combinations_are_stopped_as_in_a_pool(self):
+        # The meeting follows the pool's rule (protocol.meeting_call): a rank that left the test while its
+        # peer waits at a meeting stops the peer at once, not at the test's timeout.
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
+                            "-v", "TestSubtestConfigs"], _env(self.tmpdir))
+        text = out.stdout + out.stderr
+        self.assertNotEqual(out.returncode, 0, text)
+        self.assertIn("[rank 0/2] raised on cpu/gloo: harness.errors.HarnessError: rank 1 left the test", text)
+        self.assertIn("give run_subtests the same config on every rank", text)
+        self.assertNotIn("timed out", text)
+        self.assertNothingLeft()
+
+
 class TestCrashUnderTorchrun(TorchrunCase):
     def test_crash_ends_the_job_and_names_the_test(self):
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",

@@ -22,10 +22,16 @@ they run fewer tests (``--slow-tests``); the per-test figures are comparable all
 This compares the harness with upstream's base classes only; it is not the suite-versus-upstream
 benchmark. Upstream classes are used here and nowhere in the suite.
 
+With ``--baseline DIR`` (a checkout of this repository at another commit, e.g. made with ``git worktree
+add /tmp/before <commit>``), every harness variant also runs from that checkout, alternating with this
+one (``--rounds`` pairs), and the table shows both side by side: a change's cost per test, measured in
+one run on one machine.
+
 Example::
 
     python tools/bench_overhead.py                     # about 1-3 minutes on 2 cores
     python tools/bench_overhead.py --tests 50 --slow-tests 10 --json bench.json
+    python tools/bench_overhead.py --variants harness,harness-norestore --baseline /tmp/before --rounds 3
 """
 from __future__ import annotations
 
@@ -173,7 +179,9 @@ def has_continuous() -> bool:
     return hasattr(common_distributed, "MultiProcContinuousTest")
 
 
-def run_variant(name: str, n: int, world_size: int, workdir: Path, timeout: float) -> dict:
+def run_variant(name: str, n: int, world_size: int, workdir: Path, timeout: float, root: Path = ROOT,
+                label: str = "") -> dict:
+    """One variant's run of ``n`` tests, in a subprocess that imports the harness from ``root``."""
     template, extra_env, _ = VARIANTS[name]
     module = f"bench_{name.replace('-', '_')}"
     (workdir / f"{module}.py").write_text(textwrap.dedent(MODULES[template]).format(
@@ -181,20 +189,20 @@ def run_variant(name: str, n: int, world_size: int, workdir: Path, timeout: floa
     env = dict(os.environ)
     env.update(extra_env)
     env.update({"BENCH_MODULE": module, "HARNESS_DEVICE": "cpu", "HARNESS_SHOW_OUTPUT": "0",
-                "PYTHONPATH": os.pathsep.join([str(workdir), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)})
+                "PYTHONPATH": os.pathsep.join([str(workdir), str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)})
     started = time.monotonic()
     try:
         proc = subprocess.run([sys.executable, str(workdir / "bench_driver.py")], cwd=workdir, env=env,
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"name": name, "error": f"timed out after {timeout:.0f} s"}
+        return {"name": label or name, "error": f"timed out after {timeout:.0f} s"}
     wall = time.monotonic() - started
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH-RESULT ")), None)
     if line is None:
         tail = (proc.stdout + proc.stderr)[-1500:]
-        return {"name": name, "error": f"exit code {proc.returncode}, no result:\n{tail}"}
+        return {"name": label or name, "error": f"exit code {proc.returncode}, no result:\n{tail}"}
     data = json.loads(line[len("BENCH-RESULT "):])
-    data.update(name=name, n=n, wall_s=wall)
+    data.update(name=label or name, n=n, wall_s=wall)
     times = data["times"]
     if not times:
         data["error"] = f"no test ran ({data.get('skip_reason') or 'unknown reason'})"
@@ -209,7 +217,8 @@ def run_variant(name: str, n: int, world_size: int, workdir: Path, timeout: floa
 
 
 def table(results: list[dict], n: int) -> str:
-    base = next((r for r in results if r["name"] == "harness" and "steady_s" in r), None)
+    base = next((r for r in results if r["name"].split(" ")[0] == "harness" and "(baseline)" not in r["name"]
+                 and "steady_s" in r), None)
     head = ["variant", "tests", "import s", "run s", "first test s", "later tests s (median)",
             "start-up s", f"{n} tests s (proj.)", "x per test", f"x for {n} tests"]
     rows = [head]
@@ -248,7 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds one variant's subprocess may take")
     p.add_argument("--json", metavar="PATH", help="also write the raw figures (per-test times included) as JSON")
     p.add_argument("--keep", action="store_true", help="keep the generated modules and print where they are")
+    p.add_argument("--baseline", metavar="DIR", type=Path,
+                   help="a checkout of this repository at another commit: its harness variants run too, side by side")
+    p.add_argument("--rounds", type=int, default=1, metavar="K",
+                   help="with --baseline: run each harness variant K times from each checkout, alternating")
     args = p.parse_args(argv)
+    if args.baseline is not None and not (args.baseline / "harness" / "__init__.py").is_file():
+        p.error(f"--baseline {args.baseline}: not a checkout of this repository (no harness/__init__.py there)")
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
     if args.tests < 2 or args.slow_tests < 2:
         p.error("--tests and --slow-tests must be >= 2 (the first test pays for start-up)")
     names = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -268,16 +285,34 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name}: skipped, torch {torch.__version__} has no MultiProcContinuousTest", flush=True)
             continue
         n = args.slow_tests if VARIANTS[name][2] else args.tests
-        print(f"  {name}: {n} tests ...", end="", flush=True)
-        r = run_variant(name, n, args.world_size, workdir, args.timeout)
-        results.append(r)
-        if "steady_s" in r:
-            print(f" {r['wall_s']:.1f} s (first {r['first_s']:.2f} s, then {r['steady_s'] * 1000:.0f} ms per test)",
-                  flush=True)
-        if r.get("error"):
-            print(f"\n  {name}: {r['error']}", flush=True)
+        paired = args.baseline is not None and name.startswith("harness")
+        sides = [(ROOT, name), (args.baseline, f"{name} (baseline)")] if paired else [(ROOT, name)]
+        for round_ in range(args.rounds if paired else 1):
+            for root, label in sides:
+                shown = label + (f" #{round_ + 1}" if args.rounds > 1 and paired else "")
+                print(f"  {shown}: {n} tests ...", end="", flush=True)
+                r = run_variant(name, n, args.world_size, workdir, args.timeout, root, shown)
+                results.append(r)
+                if "steady_s" in r:
+                    print(f" {r['wall_s']:.1f} s (first {r['first_s']:.2f} s, then {r['steady_s'] * 1000:.1f} ms per "
+                          "test)", flush=True)
+                if r.get("error"):
+                    print(f"\n  {shown}: {r['error']}", flush=True)
     print()
     print(table(results, args.tests))
+    if args.baseline is not None:
+        print(f"\nbaseline: {args.baseline}; this checkout: {ROOT}. Per-test cost (median later test), ms:")
+        for name in names:
+            if not name.startswith("harness"):
+                continue
+            here = [r["steady_s"] * 1000 for r in results if "steady_s" in r and r["name"].split(" ")[0] == name
+                    and "(baseline)" not in r["name"]]
+            there = [r["steady_s"] * 1000 for r in results if "steady_s" in r and r["name"].split(" ")[0] == name
+                     and "(baseline)" in r["name"]]
+            if here and there:
+                print(f"  {name:18} this checkout {' / '.join(f'{x:.1f}' for x in here):24} baseline "
+                      f"{' / '.join(f'{x:.1f}' for x in there):24} ratio of medians "
+                      f"{statistics.median(here) / statistics.median(there):.2f}")
     by_name = {r["name"]: r for r in results if "steady_s" in r}
     if "harness" in by_name and "harness-norestore" in by_name:
         with_, without = by_name["harness"]["steady_s"] * 1000, by_name["harness-norestore"]["steady_s"] * 1000

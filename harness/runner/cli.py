@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Sequence
 
-from harness.config import DEVICE_CHOICES, variables
+from harness.config import DEVICE_CHOICES, VARIABLES, variables
 from harness.errors import UsageError
 from harness.hypothesis_support import PROFILES
 from harness.runner.session import Options, execute, prepare
@@ -149,8 +149,9 @@ def parse(args: argparse.Namespace, defaults: Defaults = Defaults()) -> Options:
 
         options = parse(build_parser().parse_args(["-k", "parity", "--shard", "1", "2"]))
     """
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout:g}: must be a number of seconds > 0")
+    least = VARIABLES["HARNESS_TIMEOUT"].minimum  # the bound HARNESS_TIMEOUT has: one setting, one bound
+    if args.timeout is not None and not args.timeout >= least:
+        raise UsageError(f"--timeout {args.timeout:g}: must be a number of seconds >= {least:g}")
     if args.shard is not None:
         index, count = args.shard
         if count < 1 or not 1 <= index <= count:

@@ -97,7 +97,11 @@ class TestUsage(unittest.TestCase):
     def test_bad_values_name_the_flag(self):
         for argv, says in [(["--shard", "3", "2"], "--shard 3 2: need N >= 1 and 1 <= I <= N"),
                            (["--shard", "1", "0"], "--shard 1 0"),
-                           (["--timeout", "0"], "--timeout 0: must be a number of seconds > 0"),
+                           (["--timeout", "0"], "--timeout 0: must be a number of seconds >= 0.1"),
+                           # the bound HARNESS_TIMEOUT has, named by the flag (it once passed here and was then
+                           # refused naming the variable)
+                           (["--timeout", "0.05"], "--timeout 0.05: must be a number of seconds >= 0.1"),
+                           (["--timeout", "nan"], "--timeout nan: must be a number of seconds >= 0.1"),
                            (["--slowest", "-1"], "--slowest -1: must be >= 0")]:
             code, out, err = self.run_main(*argv)
             self.assertEqual(code, ExitCode.USAGE, argv)
