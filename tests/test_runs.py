@@ -11,7 +11,7 @@ from tests._support import FixtureTestCase
 
 
 class TestTwoRunsInOneProcess(FixtureTestCase):
-    ARGS = ["tests.fixtures.fx_runs"]
+    RUNNER = "tests.fixtures.fx_runs"  # python -m tests.fixtures.fx_runs: the fixture's own driver
     ENV = {"HARNESS_SEED": "33"}
 
     def driver(self, tag: str) -> dict[str, dict[str, str]]:
@@ -49,6 +49,22 @@ class TestTwoRunsInOneProcess(FixtureTestCase):
         again = self.driver("AGAIN")["b"]
         self.assertEqual(again["ok"], "1", self.r.describe())
         self.assertEqual(set(again["pids"].split(",")), b, self.r.describe())
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
+class TestTheDefaultRunReadsTheEnvironment(FixtureTestCase):
+    """Plain ``python -m unittest`` makes no run: the process's default run takes HARNESS_SEED as it is."""
+
+    ARGS = ["tests.fixtures.fx_runs"]
+    ENV = {"HARNESS_SEED": "33"}
+
+    def test_the_ranks_get_the_environments_settings_and_the_notes_come_at_exit(self):
+        self.assertEqual(self.r.returncode, 0, self.r.describe())
+        self.assertEqual({row["seed"] for row in self.r.rank_lines("SEEN")}, {"33"}, self.r.describe())
+        self.assertIn("harness: 1 test needs CUDA, skipped (a GPU or NCCL was missing): "
+                      "tests.fixtures.fx_runs.TestRuns.test_skipped_for_want_of_gpus", self.r.stderr)
 
     def test_nothing_left_behind(self):
         self.check_nothing_left()
