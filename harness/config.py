@@ -200,3 +200,12 @@ def settings(**values: Any) -> Settings:
     from_env = {var.field: parse(name, os.environ.get(name, var.default)) for name, var in VARIABLES.items()
                 if var.field not in values}
     return Settings(**from_env, **values)
+
+
+def configure(**values: Any) -> Settings:
+    """Gone: settings are no longer set for a whole process. Raises a UsageError that says what to use."""
+    shown = ", ".join(f"{k}={v!r}" for k, v in values.items())
+    raise UsageError(f"configure({shown}): settings belong to a run now, not to the process; make one with "
+                     f"harness.run.Run(harness.config.settings({shown})) and hand it to the tests "
+                     "(run.attach(result)), or set the HARNESS_* variables, or pass the runner's flags "
+                     "(--device, --timeout)")

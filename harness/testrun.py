@@ -191,41 +191,41 @@ def run_test(test: unittest.TestCase, run: Run) -> None:
         testrun.record()
 
 
-def skip_if_nccl_alone(run: TestRun) -> None:
+def skip_if_nccl_alone(testrun: TestRun) -> None:
     """A test that asks for NCCL and nothing else runs neither on CPU nor on shared GPUs (NCCL takes one GPU
     per rank): there for want of GPUs, a skip with the reason, never a silent run on gloo."""
-    asked = markers(run.fn)["comms"]
+    asked = markers(testrun.fn)["comms"]
     if not (isinstance(asked, str) and asked.strip().lower() == "nccl"):
         return
-    if run.fallback:
-        reason = f"needs CUDA: asks for backend='nccl' alone ({defined_at(run.fn)})"
-    elif run.placement.shared and run.conf.device != "cpu":
+    if testrun.fallback:
+        reason = f"needs CUDA: asks for backend='nccl' alone ({defined_at(testrun.fn)})"
+    elif testrun.placement.shared and testrun.conf.device != "cpu":
         reason = (f"needs NCCL (one GPU per rank): asks for backend='nccl' alone and the placement is "
-                  f"{run.placement.label} ({run.placement.reason}) ({defined_at(run.fn)})")
+                  f"{testrun.placement.label} ({testrun.placement.reason}) ({defined_at(testrun.fn)})")
     else:
         return
-    run.notes.needs_cuda_for(run.test_id, reason)
+    testrun.notes.needs_cuda_for(testrun.test_id, reason)
     raise unittest.SkipTest(reason)
 
 
-def drive(test: unittest.TestCase, run: TestRun,
+def drive(test: unittest.TestCase, testrun: TestRun,
           run_once: Callable[[dict[str, Any] | None], list[RankResult]]) -> None:
     """Run the test once, or once per hypothesis example, and report (harness.verdict)."""
     __tracebackhide__ = True
-    if not is_hypothesis_test(run.fn):
-        verdict.report(test, run, run_once(None), None)
+    if not is_hypothesis_test(testrun.fn):
+        verdict.report(test, testrun, run_once(None), None)
         return
-    run.run.worlds.start_examples(run.fn)
+    testrun.run.worlds.start_examples(testrun.fn)
     last: list[RankResult] = []
 
     def example(kwargs: dict[str, Any]) -> None:
         __tracebackhide__ = True
         last[:] = run_once(kwargs)
-        verdict.report(test, run, last, kwargs)
+        verdict.report(test, testrun, last, kwargs)
 
     try:
-        run_given(run.fn, test, example)
+        run_given(testrun.fn, test, example)
     except RankAbort as abort:
         raise abort.error from None
     # Every example passed: show the last one's subtests (their skips and reasons) as subtests.
-    verdict.report_subtests(test, run, last, individually=True)
+    verdict.report_subtests(test, testrun, last, individually=True)
