@@ -89,12 +89,10 @@ class RankPool(World):
     def __init__(self, world_size: int, placement: Placement, threads: int, conf: Settings):
         self.world_size = world_size
         self.placement = placement
-        self.kind = kind = placement.kind
         self.output_limit = conf.output_limit
-        self.dir = tempfile.mkdtemp(prefix=f"harness-w{world_size}-{kind}-")
+        self.dir = tempfile.mkdtemp(prefix=f"harness-w{world_size}-{placement.kind}-")
         self.broken = False
         self.pg_suspect = False
-        self.tests_run = 0
         ctx = multiprocessing.get_context("spawn")
         self.conns: list[Any] = []
         self.procs: list[Any] = []
@@ -103,16 +101,16 @@ class RankPool(World):
         try:
             from harness.rank import worker_main
 
+            _LIVE.add(self)  # from its first process on, SIGTERM stops it
             for rank in range(world_size):
                 parent_end, child_end = ctx.Pipe(duplex=True)
                 proc = ctx.Process(target=worker_main, name=f"harness-rank{rank}",
-                                   args=(child_end, rank, world_size, kind, self.dir, threads, os.getpid(),
+                                   args=(child_end, rank, world_size, placement, self.dir, threads, os.getpid(),
                                          conf))
                 proc.start()
                 child_end.close()
                 self.conns.append(parent_end)
                 self.procs.append(proc)
-                _LIVE.add(self)
         except BaseException:  # an interrupt while starting: leave no process and no directory behind
             self.broken = True
             self.close()
@@ -221,7 +219,6 @@ class RankPool(World):
             raise
 
     def _run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
-        self.tests_run += 1
         offsets = self._stack_offsets()
         for r, conn in enumerate(self.conns):
             try:

@@ -24,6 +24,7 @@ from typing import Any
 from harness import cuda_state, isolation, subtests
 from harness.comms import forget_destroyed_groups
 from harness.config import Settings
+from harness.placement import Placement, normalize_backend
 from harness.outcome import (ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable,
                              read_bounded, sendable)
 from harness.protocol import Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task, group_timeout
@@ -238,7 +239,6 @@ def run_task(task: Task, ctx: RankContext) -> RankResult:
 
 
 def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
-    from harness.placement import normalize_backend
     from harness.decorators import markers
 
     pid = os.getpid()  # a child the test forked that returns here must never act as this rank
@@ -376,11 +376,11 @@ def _watch_parent(parent_pid: int, pool_dir: str) -> None:
             os._exit(128 + signal.SIGTERM)  # the parent reports it as a rank that died of SIGTERM
 
 
-def worker_main(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str, threads: int,
+def worker_main(conn: Any, rank: int, world_size: int, placement: Placement, pool_dir: str, threads: int,
                 parent_pid: int, conf: Settings) -> None:
     """Entry point of a spawned rank process; serves tasks until the parent sends Shutdown or goes away.
 
-    ``kind``: the placement kind the pool serves (``cuda``, ``cuda-shared`` or ``cpu``: harness.placement).
+    ``placement``: the placement the pool serves (harness.placement: its device and whether ranks share GPUs).
     ``conf``: the run's settings, in force here whatever this process's environment says.
     """
     # Ctrl-C reaches every process of the terminal's group: the parent decides (it marks the test
@@ -390,7 +390,7 @@ def worker_main(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str,
     threading.Thread(target=_watch_parent, args=(parent_pid, pool_dir), daemon=True,
                      name="harness-watch-parent").start()
     try:
-        _serve(conn, rank, world_size, kind, pool_dir, threads, conf)
+        _serve(conn, rank, world_size, placement, pool_dir, threads, conf)
     except (BrokenPipeError, EOFError, ConnectionError, OSError):
         if os.getppid() == parent_pid:
             raise
@@ -456,11 +456,11 @@ def take_gpu(local_rank: int, ranks_on_node: int, shared: bool) -> int:
     return device
 
 
-def _serve(conn: Any, rank: int, world_size: int, kind: str, pool_dir: str, threads: int, conf: Settings) -> None:
+def _serve(conn: Any, rank: int, world_size: int, placement: Placement, pool_dir: str, threads: int,
+           conf: Settings) -> None:
     stack_file = open(os.path.join(pool_dir, f"rank{rank}.stack"), "w")
     _arm_stack_dumps(stack_file)
-    device_type = "cuda" if kind.startswith("cuda") else "cpu"
-    shared = kind == "cuda-shared"
+    device_type, shared = placement.device_type, placement.shared
     try:
         import torch
 

@@ -182,7 +182,7 @@ class LaunchedJob(World, Worlds):
         fn._harness_settings_overrides = {"database": None}
 
     def same_example(self, kwargs: dict[str, Any], test_id: str) -> dict[str, Any]:
-        """Every rank draws its own example from the same seed (share_hypothesis_seed): rank 0's must be it."""
+        """Every rank draws its own example from the same seed (start_examples): rank 0's must be it."""
         if self.world_size == 1:
             return kwargs
         self.seq += 1
