@@ -61,7 +61,7 @@ class TestPlacementUnderTorchrun(TorchrunCase):
         return out.stdout + out.stderr + f"\n[exit code {out.returncode}]"
 
     def test_one_gpu_per_rank_asked_for_on_a_node_without_gpus_skips_with_the_reason(self):
-        text = self.launch(HARNESS_DEVICE="nccl")
+        text = self.launch(HARNESS_DEVICE="nccl", CUDA_VISIBLE_DEVICES="")  # no GPU seen by the job, on any machine
         self.assertIn("skipped 'needs 2 GPUs, found 0 (HARNESS_DEVICE=nccl: one GPU per rank) on this node'", text)
         self.assertIn("[exit code 0]", text)
 
