@@ -53,6 +53,13 @@ class MultiProcessTestCase(DistributedAssertions):
     _harness_device_type: str | None = None
     _harness_shared = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        from harness import template
+
+        if not cls.__module__.startswith("harness."):
+            template.warm()  # a module of harness tests is being imported: its ranks will be wanted soon
+
     @property
     def world_size(self) -> int:
         return 2

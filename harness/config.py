@@ -58,6 +58,9 @@ VARIABLES: dict[str, Variable] = {
     "HARNESS_REUSE": Variable(
         "1", "1: rank processes serve test after test; 0: fresh processes for every test, as upstream",
         "reuse", "flag"),
+    "HARNESS_TEMPLATE": Variable(
+        "1", "1: rank processes are forked from a template process that imported torch once (milliseconds "
+        "each); 0: each rank is spawned and imports torch itself (seconds each)", "template", "flag"),
     "HARNESS_THREADS": Variable(
         "", "intra-op threads per rank", "threads", "int", minimum=1, unset="cores // world size"),
     "HARNESS_SEED": Variable(
@@ -108,6 +111,7 @@ class Settings:
     show_output: bool
     env_changed: str  # one of ENV_CHANGED_CHOICES (harness.isolation)
     output_limit: int = 65536
+    template: bool = True
 
     def timeout_for(self, class_timeout: Any, test_id: str = "") -> float:
         """The environment wins over the class so that a run can raise or lower every limit at once.

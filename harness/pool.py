@@ -22,6 +22,7 @@ import time
 import weakref
 from typing import Any, Iterator
 
+from harness import template
 from harness.config import Settings
 from harness.errors import HarnessError
 from harness.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
@@ -93,40 +94,57 @@ class RankPool(World):
         self.dir = tempfile.mkdtemp(prefix=f"harness-w{world_size}-{placement.kind}-")
         self.broken = False
         self.pg_suspect = False
-        ctx = multiprocessing.get_context("spawn")
         self.conns: list[Any] = []
         self.procs: list[Any] = []
-        env_backup = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+        _LIVE.add(self)  # from its first process on, SIGTERM stops it
+        ctx, self.spawned_why = template.context(conf.template)
         try:
-            from harness.rank import worker_main
-
-            _LIVE.add(self)  # from its first process on, SIGTERM stops it
-            for rank in range(world_size):
-                parent_end, child_end = ctx.Pipe(duplex=True)
-                proc = ctx.Process(target=worker_main, name=f"harness-rank{rank}",
-                                   args=(child_end, rank, world_size, placement, self.dir, threads, os.getpid(),
-                                         conf))
-                proc.start()
-                child_end.close()
-                self.conns.append(parent_end)
-                self.procs.append(proc)
-        except BaseException:  # an interrupt while starting: leave no process and no directory behind
-            self.broken = True
-            self.close()
-            raise
-        finally:
-            for k, v in env_backup.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        try:
+            try:
+                self._start(ctx, threads, conf)
+            except _ForkFailed as exc:  # the template could not fork: spawn these ranks, and from now on
+                template.broken(str(exc))
+                self._stop_ranks()
+                ctx, self.spawned_why = template.context(conf.template)
+                self._start(ctx, threads, conf)
+            template.note(self.spawned_why)
             self._await_ready(conf.start_timeout)
         except BaseException:  # an interrupt while starting: leave no process and no directory behind
             self.broken = True
             self.close()
             raise
+
+    def _start(self, ctx: Any, threads: int, conf: Settings) -> None:
+        """Start one process per rank: forked from the template (ctx "forkserver") or spawned."""
+        from harness.rank import worker_main
+
+        forked = ctx.get_start_method() == "forkserver"
+        # Intra-op threads: a spawned rank's libraries read them when torch is imported there; a forked
+        # rank sets them itself (torch.set_num_threads), its environment made the parent's (RankStart).
+        threads_env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        with _environ(None if forked else threads_env):
+            for rank in range(self.world_size):
+                parent_end, child_end = ctx.Pipe(duplex=True)
+                start = template.RankStart.capture(**threads_env) if forked else None
+                proc = ctx.Process(target=worker_main, name=f"harness-rank{rank}",
+                                   args=(child_end, rank, self.world_size, self.placement, self.dir, threads,
+                                         os.getpid(), conf, start))
+                try:
+                    proc.start()
+                except (OSError, EOFError) as exc:
+                    if not forked:
+                        raise
+                    raise _ForkFailed(f"{type(exc).__name__}: {exc}") from exc
+                finally:
+                    child_end.close()
+                self.conns.append(parent_end)
+                self.procs.append(proc)
+
+    def _stop_ranks(self) -> None:
+        for proc in self.procs:
+            _kill(proc)
+        for conn in self.conns:
+            conn.close()
+        self.conns, self.procs = [], []
 
     @property
     def pids(self) -> list[int]:
@@ -357,9 +375,7 @@ class RankPool(World):
         deadline = time.monotonic() + (3.0 if not self.broken else 0.0)
         for proc in self.procs:
             proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
+            _kill(proc)
         for conn in self.conns:
             try:
                 conn.close()
@@ -369,6 +385,43 @@ class RankPool(World):
         self.broken = True
         _LIVE.discard(self)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _ForkFailed(Exception):
+    """The template did not fork a rank (it died, or never started): the pool spawns its ranks instead."""
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str] | None) -> Iterator[None]:
+    """``values`` in this process's environment while a spawned rank inherits it, then as before."""
+    backup = {k: os.environ.get(k) for k in values or {}}
+    os.environ.update(values or {})
+    try:
+        yield
+    finally:
+        for k, v in backup.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _kill(proc: Any) -> None:
+    """Make sure a rank is gone (killed when it still runs).
+
+    A forked rank's exit status comes through the template; with the template gone it reads 255 while the
+    rank may still run, so such a rank is killed by its pid as well.
+    """
+    if proc.pid is None:
+        return  # never started
+    if proc.is_alive():
+        proc.kill()
+        proc.join(5)
+    if proc.exitcode in (None, 255):
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _size(path: str) -> int:
@@ -427,3 +480,5 @@ class Pools(Worlds):
         for pool in list(self._pools.values()):
             pool.close()
         self._pools.clear()
+        if not _LIVE:  # no run of this process has ranks left: nothing needs the template
+            template.stop()

@@ -366,23 +366,45 @@ def _on_sigterm(signum: int, frame: Any) -> None:
         _terminated_at = time.monotonic()
 
 
+def _parent_gone(parent_pid: int) -> bool:
+    """The run's process is gone. A spawned rank is its child; a forked one the template's (harness.template),
+    so its parent is watched by pid (a zombie counts as gone: it will never send another task)."""
+    if os.getppid() == parent_pid:
+        return False
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{parent_pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False  # no /proc (not Linux): the pid is there, so is the parent
+
+
 def _watch_parent(parent_pid: int, pool_dir: str) -> None:
     """Die with the parent, even when it was SIGKILLed and could not tell us, and clean up after it."""
     while True:
         time.sleep(0.25)
-        if os.getppid() != parent_pid:
+        if _parent_gone(parent_pid):
             _orphaned_exit(pool_dir)
         if _terminated_at is not None and time.monotonic() - _terminated_at > 5.0:
             os._exit(128 + signal.SIGTERM)  # the parent reports it as a rank that died of SIGTERM
 
 
 def worker_main(conn: Any, rank: int, world_size: int, placement: Placement, pool_dir: str, threads: int,
-                parent_pid: int, conf: Settings) -> None:
-    """Entry point of a spawned rank process; serves tasks until the parent sends Shutdown or goes away.
+                parent_pid: int, conf: Settings, start: Any = None) -> None:
+    """Entry point of a rank process of a pool; serves tasks until the parent sends Shutdown or goes away.
 
     ``placement``: the placement the pool serves (harness.placement: its device and whether ranks share GPUs).
     ``conf``: the run's settings, in force here whatever this process's environment says.
+    ``start``: for a rank forked from the template, what a spawned rank would have inherited from the parent
+    (``harness.template.RankStart``: its environment, stdout and stderr), applied before anything else.
     """
+    if start is not None:
+        start.apply()
     # Ctrl-C reaches every process of the terminal's group: the parent decides (it marks the test
     # interrupted and stops the ranks), so a rank never turns it into a test failure of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -392,9 +414,9 @@ def worker_main(conn: Any, rank: int, world_size: int, placement: Placement, poo
     try:
         _serve(conn, rank, world_size, placement, pool_dir, threads, conf)
     except (BrokenPipeError, EOFError, ConnectionError, OSError):
-        if os.getppid() == parent_pid:
+        if not _parent_gone(parent_pid):
             raise
-    if os.getppid() != parent_pid:
+    if _parent_gone(parent_pid):
         _orphaned_exit(pool_dir)
 
 

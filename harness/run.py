@@ -37,6 +37,9 @@ class Run:
         self._settings = settings
         self.notes = Notes()
         self._worlds: Any = None
+        from harness import template
+
+        template.warm(None if settings is None else settings.template)  # ranks come fast when the tests need them
 
     @property
     def settings(self) -> Settings:

@@ -91,6 +91,10 @@ def prepare(options: Options) -> Plan:
     from harness import torchrun
 
     conf = _apply(options)
+    if not options.list_only and not (options.jobs > 1 and options.job_of is None):
+        from harness import template
+
+        template.warm(conf.template)  # its torch import overlaps the test modules' (collected next)
     if str(options.root) not in sys.path:  # dotted targets and packages under root import from there
         sys.path.insert(0, str(options.root))
     discovered = collect(options.targets, options.folders, options.root)

@@ -1,0 +1,260 @@
+"""Where rank processes come from: forked from a warm template that imported torch once, or spawned.
+
+A spawned rank imports torch itself (about 2 s of CPU each on a 2-core machine, 6 s for the CUDA build);
+a rank forked from a process that already imported it is ready in tens of milliseconds. The template is
+``multiprocessing``'s forkserver with torch, ``torch.distributed``, FSDP, DCP, DTensor and the harness's
+rank code preloaded: a separate process that imports them and nothing else (no GPU touched, no process
+group, no parallel op, no thread), started early in the run so that its imports overlap the parent's,
+and asked for a fork per rank. The forkserver passes each rank's pipe and exit status back as it does for
+any ``multiprocessing`` process, so the pool starts, watches and stops a forked rank as a spawned one.
+
+A forked rank must be the rank a spawn makes. What differs between the two is put right in the rank,
+first thing (:class:`RankStart`): a spawned child inherits the parent's environment and stdout/stderr as
+they are when it starts, a forked one the template's as they were when *it* started; so the parent's
+environment and file descriptors 1 and 2 travel with the start request. Its GPU is chosen and
+initialised after the fork, in the rank (harness.rank), never in the template. Its parent is the
+template, so it watches the run's process by pid (harness.rank). The template ignores SIGTERM and SIGINT
+(the run decides, and stops the ranks); it ends when the run's process ends and its last rank is gone,
+and a run that closes its ranks stops it (:func:`stop`).
+
+Where forking is not possible (no ``fork`` on the platform, a template that failed to start, variables
+that torch reads at import time changed since the template started) the ranks are spawned, and the
+run says so once (:func:`note`). ``HARNESS_TEMPLATE=0`` spawns them always.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.context
+import multiprocessing.forkserver
+import multiprocessing.reduction
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+__all__ = ["PRELOAD", "RankStart", "context", "warm", "stop", "broken", "note"]
+
+#: what the template imports once, for every rank it forks (a module it cannot import is left to the rank).
+#: DTensor is here for every test, not only DTensor tests: torch.testing.assert_close (assertEqual) imports
+#: it on its first call, half a second in each fresh rank.
+PRELOAD = ["torch", "torch.distributed", "torch.distributed.fsdp", "torch.distributed.checkpoint",
+           "torch.distributed.tensor", "numpy", "harness", "harness.template", "harness.rank", "harness.comms",
+           "harness.isolation", "harness.cuda_state"]
+
+#: set only in the template's own environment, while it starts: its import of this module then makes it
+#: ignore SIGTERM and SIGINT (a rank's environment is the run's, where it is never set)
+_IN_TEMPLATE = "HARNESS_TEMPLATE_PROCESS"
+
+#: variables that torch or the libraries under it read once, when they are imported: a rank forked from a
+#: template that imported them under other values would not be the rank a spawn makes
+#: (CUDA_*, NCCL_*, GLOO_* are read when a rank first uses the GPU or makes a group: after the fork)
+_IMPORT_TIME_PREFIXES = ("TORCH_", "PYTORCH_", "KMP_", "GOMP_", "OMP_", "MKL_", "LD_", "PYTHON")
+#: read at import but set again in every rank (torch.set_num_threads), so they may differ
+_SET_IN_RANK = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"key": None, "broken": "", "noted": False, "pid": None}
+
+
+def _import_time_env(env: Any = None) -> tuple[tuple[str, str], ...]:
+    env = os.environ if env is None else env
+    return tuple(sorted((k, v) for k, v in env.items()
+                        if k.startswith(_IMPORT_TIME_PREFIXES) and k not in _SET_IN_RANK and k != _IN_TEMPLATE))
+
+
+def _unavailable() -> str:
+    """Why ranks cannot be forked from a template on this platform at all ("" when they can)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return f"this platform ({sys.platform}) has no fork server"
+    return ""
+
+
+def _launched() -> bool:
+    from harness.torchrun import launched
+
+    return launched()
+
+
+def _server() -> Any:
+    return multiprocessing.forkserver._forkserver  # the process's one fork server (the stdlib keeps it so)
+
+
+def warm(use_template: bool | None = None) -> None:
+    """Start the template now, in the background, so that its imports overlap the parent's own.
+
+    Cheap and idempotent: a run calls it when it starts (the runner before it imports the test modules,
+    ``run_tests()``, the pytest plugin), and so does a harness test class when it is defined (plain
+    ``python -m unittest``); a pool that needs ranks calls :func:`context`, which starts it if nothing
+    did. Nothing is started in a rank, under torchrun (its ranks are launched), or with HARNESS_TEMPLATE=0
+    (``use_template`` False; None: read it from the environment).
+    """
+    if multiprocessing.current_process().name != "MainProcess" or os.environ.get(_IN_TEMPLATE) or _launched():
+        return  # a rank, the template itself, or a torchrun rank
+    if use_template is None:
+        try:
+            from harness.config import settings
+
+            use_template = settings().template
+        except Exception:  # noqa: BLE001 - a bad HARNESS_* value is reported where the tests read it
+            return
+    if not use_template:
+        return
+    try:
+        with _lock:
+            if _state["broken"] or _unavailable():
+                return
+            _ensure_running()
+    except Exception as exc:  # noqa: BLE001 - any failure here only means: spawn instead
+        _state["broken"] = f"the template could not start ({type(exc).__name__}: {exc})"
+
+
+def _ensure_running() -> None:
+    server = _server()
+    key = _import_time_env()
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is not None and _state["pid"] == pid:
+        try:
+            alive = os.waitpid(pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:
+            alive = False
+        if alive:
+            return
+    server.set_forkserver_preload(list(PRELOAD))
+    os.environ[_IN_TEMPLATE] = "1"
+    try:
+        server.ensure_running()
+    finally:
+        os.environ.pop(_IN_TEMPLATE, None)
+    _state["key"] = key
+    _state["pid"] = getattr(server, "_forkserver_pid", None)
+
+
+def context(use_template: bool = True) -> tuple[multiprocessing.context.BaseContext, str]:
+    """The context to start ranks with: the template's, or spawn and why ("" when forked, or when
+    ``use_template`` is False: HARNESS_TEMPLATE=0 asked for spawn, and needs no note)."""
+    spawn = multiprocessing.get_context("spawn")
+    if not use_template:
+        return spawn, ""
+    why = _unavailable() or _state["broken"]
+    if not why:
+        try:
+            with _lock:
+                _ensure_running()
+        except Exception as exc:  # noqa: BLE001
+            _state["broken"] = why = f"the template could not start ({type(exc).__name__}: {exc})"
+    if not why and _state["key"] != _import_time_env():
+        changed = sorted({k for k, _ in set(_state["key"]) ^ set(_import_time_env())})
+        why = (f"{', '.join(changed)} changed since the template imported torch, and torch reads "
+               f"{'them' if len(changed) > 1 else 'it'} at import")
+    if why:
+        return spawn, why
+    return multiprocessing.get_context("forkserver"), ""
+
+
+def broken(why: str) -> None:
+    """The template failed to fork a rank: spawn from now on, in this process."""
+    _state["broken"] = f"the template failed ({why})"
+
+
+def note(why: str) -> None:
+    """Say once per process that ranks are spawned rather than forked, and why."""
+    if _state["noted"] or not why:
+        return
+    _state["noted"] = True
+    try:
+        sys.stderr.write(f"harness: rank processes are spawned, not forked from a template: {why} "
+                         "(each rank imports torch itself: slower, same results)\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def stop() -> None:
+    """Stop the template once no rank of this process needs it (it also ends with the process).
+
+    A rank holds the template's "alive" pipe open, so the template outlives its parent until the last
+    rank is gone; called when a run has closed every pool, it leaves nothing behind (its exit is not
+    waited for: a rank a test left behind would hold it, and the run must not wait on that).
+    """
+    with _lock:
+        server = _server()
+        pid = getattr(server, "_forkserver_pid", None)
+        if pid is None or pid != _state["pid"]:
+            return  # none started, or not ours (a program's own fork server is left alone)
+        _state["pid"] = None
+        try:
+            # The stdlib's own stop (ForkServer._stop) waits without a bound; a process a test left
+            # holding the pipe would hang the run's exit. Close our end, then wait a little.
+            with server._lock:
+                os.close(server._forkserver_alive_fd)
+                address = server._forkserver_address
+                server._forkserver_alive_fd = server._forkserver_address = server._forkserver_pid = None
+            if isinstance(address, str) and not address.startswith("\0"):
+                try:
+                    os.unlink(address)
+                except OSError:
+                    pass
+        except Exception:  # noqa: BLE001 - another stdlib: the template ends with the process instead
+            return
+        # It exits once its last rank has (at once, normally); reaped in the background, so that a run's
+        # end never waits for the template's own interpreter shutdown.
+        threading.Thread(target=_reap, args=(pid,), daemon=True, name="harness-template-reaper").start()
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+class _Fd:
+    """A file descriptor of the parent, sent to the forked rank as a ``multiprocessing.Pipe`` end is."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        return _rebuild_fd, (multiprocessing.reduction.DupFd(self.fd),)
+
+
+def _rebuild_fd(dup: Any) -> int:
+    return dup.detach()
+
+
+class RankStart:
+    """What a forked rank takes from the parent, as a spawned one would have: environment, stdout, stderr.
+
+    Made in the parent for each rank it starts (:meth:`capture`), applied in the rank before anything
+    else (:meth:`apply`). For a spawned rank it is ``None``: the operating system does the same.
+    """
+
+    def __init__(self, env: dict[str, str], stdio: tuple[Any, Any]) -> None:
+        self.env = env
+        self.stdio = stdio
+
+    @classmethod
+    def capture(cls, **env: str) -> "RankStart":
+        """The parent's environment now (with ``env`` over it) and its fds 1 and 2."""
+        return cls({**os.environ, **env}, (_Fd(1), _Fd(2)))
+
+    def apply(self) -> None:
+        for target, fd in zip((1, 2), self.stdio):
+            if isinstance(fd, int) and fd != target:
+                os.dup2(fd, target)
+                os.close(fd)
+        os.environ.clear()
+        os.environ.update(self.env)
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and hasattr(dist, "set_debug_level_from_env"):
+            # TORCH_DISTRIBUTED_DEBUG is read when torch.distributed is imported: read it again here
+            dist.set_debug_level_from_env()
+
+
+if os.environ.get(_IN_TEMPLATE) == "1" and multiprocessing.current_process().name == "MainProcess":
+    # This import is the template's own preload: the run, not a signal to the terminal's process group,
+    # decides when the template ends (it ends with the run's process and its last rank).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
