@@ -165,7 +165,7 @@ class MultiProcessTestCase(DistributedAssertions):
         @functools.wraps(method)
         def dispatch() -> None:
             __tracebackhide__ = True
-            run_test(self, run)
+            run_test(self, run, result)
 
         # The parent runs no setUp/tearDown (they belong to the ranks) and calls `dispatch` as the test.
         # Whatever the instance held under those names (pytest sets the test method on the instance and

@@ -76,6 +76,13 @@ VARIABLES: dict[str, Variable] = {
     "HARNESS_OUTPUT_LIMIT": Variable(
         "65536", "bytes of one rank's output kept per test: the first and last half, the cut said between them",
         "output_limit", "int", minimum=1024),
+    "HARNESS_TRIAGE": Variable(
+        "1", "1: a failure in reused ranks is run again in fresh ranks: alone (the test's own failure?), after the "
+        "tests that ran before it (bisected to the one that causes it), else flaky; 0: not checked",
+        "triage", "flag"),
+    "HARNESS_TRIAGE_BUDGET": Variable(
+        "300", "seconds a run may spend checking failures in fresh ranks (HARNESS_TRIAGE); then it says it stopped",
+        "triage_budget", "float", minimum=0),
     "HARNESS_ENV_CHANGED": Variable(
         "warn", "the ranks put back the process state after each test; a test that leaves what cannot be put back "
         "(a replaced torch function, a thread, a child process) gets fresh ranks after it and is named at the end "
@@ -112,6 +119,8 @@ class Settings:
     env_changed: str  # one of ENV_CHANGED_CHOICES (harness.isolation)
     output_limit: int = 65536
     template: bool = True
+    triage: bool = True
+    triage_budget: float = 300.0
 
     def timeout_for(self, class_timeout: Any, test_id: str = "") -> float:
         """The environment wins over the class so that a run can raise or lower every limit at once.

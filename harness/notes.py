@@ -34,6 +34,7 @@ class TestRecord:
     pids: list[int]
     reused_pool: bool
     examples: int = 1  # hypothesis examples sent to the ranks
+    triage: str = ""  # what checking its failure in fresh ranks found (harness.triage.Finding.line)
 
 
 def short_id(test: Any) -> str:
@@ -82,6 +83,8 @@ class Notes:
         self.needs_cuda: dict[str, list[str]] = {}
         #: "module.Class" -> (how it reaches upstream's harness, ids of its tests that ran)
         self.upstream: dict[str, tuple[Any, list[str]]] = {}
+        #: every failure checked in fresh ranks (harness.triage.Finding), in order
+        self.triaged: list[Any] = []
 
     # ---- adding ------------------------------------------------------------------------------------
 
@@ -98,6 +101,33 @@ class Notes:
             self.altered[-1][1].extend(c for c in changes if c not in self.altered[-1][1])
             return
         self.altered.append((test_id, list(changes), then))
+
+    def triage(self, finding: Any) -> None:
+        """A failure was checked in fresh ranks (harness.triage): what was found, and what it cost."""
+        self.triaged.append(finding)
+
+    @property
+    def triage_seconds(self) -> float:
+        """What checking failures in fresh ranks has cost this run so far (HARNESS_TRIAGE_BUDGET bounds it)."""
+        return sum(f.seconds for f in self.triaged)
+
+    def triage_lines(self) -> list[str]:
+        """One line for what triage found in this run, and its cost; none when nothing was checked."""
+        if not self.triaged:
+            return []
+        from harness.triage import FLAKY, OWN, POLLUTED, UNDECIDED
+
+        kinds = [(OWN, "their own"), (POLLUTED, "caused by an earlier test"), (FLAKY, "flaky"),
+                 (UNDECIDED, "undecided")]
+        found = ", ".join(f"{n} {words}" for kind, words in kinds
+                          if (n := sum(f.kind == kind for f in self.triaged)))
+        reruns = sum(f.reruns for f in self.triaged)
+        lines = [f"triage: {len(self.triaged)} failure(s) in reused ranks checked in fresh ranks: {found} "
+                 f"({reruns} re-run{'s' if reruns != 1 else ''}, {self.triage_seconds:.1f} s)"]
+        for f in self.triaged:
+            if f.kind == POLLUTED:
+                lines.append(f"triage: {f.test_id} {f.line()}")
+        return lines
 
     def needs_cuda_for(self, test_id: str, reason: str) -> None:
         """``test_id`` (or one of its subtests) was skipped for want of a GPU or NCCL."""
@@ -175,7 +205,7 @@ class Notes:
     def end_of_run_lines(self) -> list[str]:
         """What a run that has no summary of its own ends with (unittest, ``run_tests()``, the pytest plugin)."""
         return (self.upstream_lines() + self.fallback_lines() + self.needs_cuda_lines()
-                + [line + ALTERED_HINT for line in self.altered_lines()])
+                + [line + ALTERED_HINT for line in self.altered_lines()] + self.triage_lines())
 
     def say(self, stream: Any = None) -> None:
         """Write :meth:`end_of_run_lines` (``harness: ...``) to ``stream`` (stderr) and forget them."""
@@ -194,3 +224,4 @@ class Notes:
         self.altered.clear()
         self.needs_cuda.clear()
         self.upstream.clear()
+        self.triaged.clear()

@@ -472,6 +472,11 @@ class Pools(Worlds):
         self._pools[key] = pool
         return pool, False
 
+    def fresh(self, world_size: int, placement: Placement, conf: Settings) -> RankPool:
+        """A pool of new ranks that this run does not keep: the caller closes it (harness.triage)."""
+        install_sigterm_handler()
+        return RankPool(world_size, placement, conf.threads or _default_threads(world_size), conf)
+
     def done_with(self, world: World, conf: Settings) -> None:
         if not conf.reuse and isinstance(world, RankPool):
             world.close()

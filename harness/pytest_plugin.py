@@ -127,6 +127,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
                                          ("harness_reason", rec.reason)])
             if rec.examples > 1:
                 item.user_properties.append(("harness_examples", rec.examples))
+            triaged = next((r.triage for r in reversed(records) if r.triage), "")
+            if triaged:
+                item.user_properties.append(("harness_triage", triaged))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -148,7 +151,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         rec = records[-1]
         where = f"ran on {rec.placement}" if rec.placement else "did not run on ranks"
         rep.sections.append(("harness", f"{where}, world size {rec.world_size}: {rec.reason}"))
+        triaged = next((r.triage for r in reversed(records) if r.triage), "")
+        if triaged:
+            rep.sections.append(("harness triage", triaged))
     return rep
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """HARNESS_ENV_CHANGED=fail: a test that triage found left state that made a later test fail fails the
+    session (an item that is over cannot be failed in pytest; the distharness section names it)."""
+    run = _run(session.config)
+    from harness.triage import POLLUTED
+
+    guilty = [f for f in run.notes.triaged if f.kind == POLLUTED]
+    if guilty and run.settings.env_changed == "fail" and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -14,7 +14,7 @@ import time
 import unittest
 from typing import Any, Callable
 
-from harness import verdict
+from harness import triage, verdict
 from harness.config import Settings
 from harness.decorators import defined_at, gpus_needed, markers
 from harness.errors import RankAbort, UsageError
@@ -100,9 +100,12 @@ class TestRun:
 
     __test__ = False  # not a test class, whatever pytest's name rules say
 
-    def __init__(self, test: unittest.TestCase, run: Run) -> None:
+    def __init__(self, test: unittest.TestCase, run: Run, result: Any = None) -> None:
         self.test = test
         self.run = run
+        self.result = result  # unittest's result object: a test that triage finds guilty fails there
+        self.triage_line = ""  # what triage found (the failure's report and the runner's line say it)
+        self.triage_settled = False  # a failure of this test was found to be its own (or flaky): not again
         self.notes: Notes = run.notes
         self.test_id = short_id(test)
         self.fn = getattr(type(test), test._testMethodName)
@@ -130,15 +133,20 @@ class TestRun:
         """On shared GPUs only for want of one GPU per rank: errors that mean "needs NCCL" become skips."""
         return self.placement.shortfall and self.placement.shared
 
-    def with_gpu_note(self, text: str) -> str:
-        """``text`` (a failure report) with a note after its first line when the test was written for GPUs and
-        ran on CPU, or on GPUs its ranks shared, for want of them (outcome.gpu_note): the reader knows where
-        to look. Unchanged when the test did not ask for GPUs, or the placement was asked for."""
-        if not self.placement.shortfall or not (self.gpus_asked or self.world_note):
+    def annotate(self, text: str) -> str:
+        """``text`` (a failure report) with notes under its first line: when the test was written for GPUs and
+        ran on CPU, or on GPUs its ranks shared, for want of them (outcome.gpu_note), so the reader knows where
+        to look; and what triage found when the failure was checked in fresh ranks (harness.triage)."""
+        notes = []
+        if self.placement.shortfall and (self.gpus_asked or self.world_note):
+            notes.append(gpu_note(max(self.gpus_asked, self.world_size), self.gpus_asked, self.placement.shared,
+                                  gpu_count()))
+        if self.triage_line:
+            notes.append(f"Triage: {self.triage_line}")
+        if not notes:
             return text
-        note = gpu_note(max(self.gpus_asked, self.world_size), self.gpus_asked, self.placement.shared, gpu_count())
         first, sep, rest = text.partition("\n")
-        return f"{first}\n{note}" + (f"\n{rest}" if sep else "")
+        return "\n".join([first, *notes]) + (f"\n{rest}" if sep else "")
 
     def run_once(self, kwargs: dict[str, Any] | None) -> list[RankResult]:
         """Send the test (with one hypothesis example's arguments, if any) to every rank; their results."""
@@ -159,26 +167,85 @@ class TestRun:
             results = world.run(task, self.timeout, self.conf.peer_grace)
         # Every rank sees the same results, so under torchrun every rank rebuilds the group alike.
         world.pg_suspect = any(r.is_bad for r in results)
+        earlier = list(world.history)
+        world.history.append(triage.Ran(task, self.test))
         changes = verdict.world_changes(results)
         if changes:  # what only fresh ranks undo: named in the run's summary (HARNESS_ENV_CHANGED=fail: a failure)
             then = world.left_altered(results)
             self.notes.altered_by(self.test_id, changes, then)
             if self.conf.env_changed == "fail":
                 verdict.fail_altering(results, changes, then)
+        elif earlier and self.conf.triage and not self.triage_settled and verdict.fails(self, results):
+            results = self.triage(world, task, earlier, results)
         worlds.done_with(world, self.conf)
         return results
+
+    def triage(self, world: Any, task: Task, earlier: list[triage.Ran], results: list[RankResult]
+               ) -> list[RankResult]:
+        """The test failed in ranks that ran ``earlier`` first: check it in fresh ranks (harness.triage).
+        Returns the results the verdict judges: the fresh ranks' when an earlier test caused the failure."""
+        worlds = self.run.worlds
+        left = self.conf.triage_budget - self.notes.triage_seconds
+        if left <= 0:
+            self.triage_line = (f"not checked in fresh ranks: the run's triage budget (HARNESS_TRIAGE_BUDGET="
+                                f"{self.conf.triage_budget:g} s) is spent")
+            self.triage_settled = True
+            return results
+        first = worlds.fresh(self.world_size, self.placement, self.conf)
+        if first is None:
+            self.triage_line = ("not checked in fresh ranks: these ranks cannot be replaced (torchrun launched them); "
+                                "run the test alone to see whether it fails on its own")
+            self.triage_settled = True
+            return results
+        spare = [first]
+
+        def fresh_world() -> Any:
+            return spare.pop() if spare else worlds.fresh(self.world_size, self.placement, self.conf)
+
+        try:
+            finding = triage.check(task, earlier, results, fresh_world, self.timeout, self.conf.peer_grace, left)
+        finally:
+            for unused in spare:
+                unused.close()
+        self.notes.triage(finding)
+        self.triage_line = finding.line()
+        if finding.kind != triage.POLLUTED:
+            self.triage_settled = True
+            return results
+        # Fresh processes pass it: that is the verdict. What made it fail is named as having altered the
+        # process, and these ranks, which still carry it, are replaced before the next test.
+        change = (f"left state behind that made {self.test_id} fail in the ranks after it (it passes in fresh "
+                  "ranks; found by triage)")
+        then = world.left_altered(results)
+        for ran in finding.culprits:
+            self.notes.altered_by(ran.task.test_id, [change], then)
+            if self.conf.env_changed == "fail":
+                self._fail_later(ran.test, f"{ran.task.test_id} {change} (HARNESS_ENV_CHANGED=fail)")
+        return finding.fresh or results
+
+    def _fail_later(self, test: Any, text: str) -> None:
+        """Fail ``test``, which already ran, in the run's result (unittest's, or the runner's); the pytest plugin
+        fails the session instead (an item that is over cannot be failed there)."""
+        if isinstance(self.result, unittest.TestResult):
+            from harness.errors import RankFailure
+
+            try:
+                raise RankFailure(text)
+            except RankFailure:
+                self.result.addFailure(test, sys.exc_info())
 
     def record(self) -> None:
         """The test as it ran, for the runner's line and the pytest plugin (the run's notes)."""
         self.notes.record(TestRecord(self.test_id, self.world_size, self.placement.label if self.examples else "",
                                      self.placement.reason, time.monotonic() - self.started, self.pids,
-                                     self.reused, self.examples))
+                                     self.reused, self.examples, self.triage_line))
 
 
-def run_test(test: unittest.TestCase, run: Run) -> None:
-    """The test body of ``MultiProcessTestCase.run`` in the parent: the test on the run's ranks."""
+def run_test(test: unittest.TestCase, run: Run, result: Any = None) -> None:
+    """The test body of ``MultiProcessTestCase.run`` in the parent: the test on the run's ranks (``result``:
+    unittest's result object, where triage fails an earlier test it finds guilty)."""
     __tracebackhide__ = True
-    testrun = TestRun(test, run)
+    testrun = TestRun(test, run, result)
     try:
         why = run.worlds.skip(testrun.world_size) or testrun.placement.skip
         if why:

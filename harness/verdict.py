@@ -20,7 +20,8 @@ from harness.outcome import (BAD, CRASHED, ERROR, FAILED, KILLED, SKIPPED, TIMEO
                              example_note, merge, order_by_cause, prefixed, subtest_report)
 from harness.placement import Placement
 
-__all__ = ["Judged", "report", "report_subtests", "skip", "world_changes", "fail_altering", "print_rank_output"]
+__all__ = ["Judged", "report", "report_subtests", "skip", "fails", "world_changes", "fail_altering",
+           "print_rank_output"]
 
 # Frames of this module are hidden from unittest's tracebacks: a failure shows the rank's traceback.
 __unittest = True
@@ -44,8 +45,9 @@ class Judged(Protocol):
     def shared_fallback(self) -> bool:
         """On shared GPUs only for want of one GPU per rank: errors that mean "needs NCCL" become skips."""
 
-    def with_gpu_note(self, text: str) -> str:
-        """``text`` with the note for a test written for GPUs that ran without them."""
+    def annotate(self, text: str) -> str:
+        """``text`` (a failure report) with the notes that go under its first line: a test written for GPUs
+        that ran without them, what triage found when the failure was checked in fresh ranks."""
 
 
 def report(test: unittest.TestCase, run: Judged, results: list[RankResult],
@@ -82,7 +84,7 @@ def report(test: unittest.TestCase, run: Judged, results: list[RankResult],
             run.notes.needs_cuda_for(run.test_id, cuda)
             raise unittest.SkipTest(cuda)
     if verdict.status in (FAILED, ERROR):
-        text = run.with_gpu_note(verdict.text) + suffix
+        text = run.annotate(verdict.text) + suffix
         error = RankFailure(text) if verdict.status == FAILED else RankError(text)
         if example is not None and any(r.status in (CRASHED, TIMEOUT, KILLED) for r in results):
             raise RankAbort(error)  # do not let hypothesis re-run a hang or crash to shrink it
@@ -121,7 +123,7 @@ def report_subtests(test: unittest.TestCase, run: Judged, results: list[RankResu
                     with _subtest(test, params):
                         test.skipTest(cuda)
                 continue
-            text = run.with_gpu_note(subtest_report(run.test_id, run.world_size, run.placement.label,
+            text = run.annotate(subtest_report(run.test_id, run.world_size, run.placement.label,
                                                     per_rank[0][1].label, root, as_results, stuck))
             error: Exception = RankFailure(text) if root.status == FAILED else RankError(text)
         if not individually:
@@ -141,6 +143,22 @@ def skip(run: Judged, reason: str) -> unittest.SkipTest:
     if gpu_skip(reason):
         run.notes.needs_cuda_for(run.test_id, reason)
     return unittest.SkipTest(reason)
+
+
+def fails(run: Judged, results: list[RankResult]) -> bool:
+    """The verdict on ``results`` is a failure, of the test or of one of its subtests: not a pass, and not a
+    skip (upstream's skip codes, a test that hard-codes CUDA on CPU for want of GPUs). harness.triage
+    checks exactly these in fresh ranks.
+    """
+    bad = [r for r in results if r.status in BAD]
+    if bad:
+        return not (_upstream_skip(results) or _needs_cuda(run, order_by_cause(bad)[0]))
+    for r in results:
+        for s in r.subtests:
+            if s.status in BAD and not _needs_cuda(run, RankResult(rank=r.rank, status=s.status, exc_type=s.exc_type,
+                                                                    message=s.message, traceback=s.traceback)):
+                return True
+    return False
 
 
 def _upstream_skip(results: list[RankResult]) -> str:

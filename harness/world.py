@@ -51,6 +51,18 @@ class World(abc.ABC):
         """A hypothesis example as every rank runs it (where every rank draws its own: checked the same)."""
         return kwargs
 
+    @property
+    def history(self) -> list[Any]:
+        """The tests these ranks ran, in order, since they started (``harness.triage.Ran``; testrun adds them)."""
+        try:
+            return self._history
+        except AttributeError:
+            self._history: list[Any] = []
+            return self._history
+
+    def close(self) -> None:
+        """Stop these ranks (a world made by :meth:`Worlds.fresh`, once its tests ran)."""
+
     @abc.abstractmethod
     def left_altered(self, results: list[RankResult]) -> str:
         """A test left the ranks altered beyond repair: make the next test start fresh where this world can.
@@ -83,6 +95,11 @@ class Worlds(abc.ABC):
     @abc.abstractmethod
     def world(self, world_size: int, placement: Placement, conf: Settings) -> tuple[World, bool]:
         """The world for a test, and whether its ranks ran a test before (False: started for it)."""
+
+    def fresh(self, world_size: int, placement: Placement, conf: Settings) -> World | None:
+        """New ranks of their own, that no other test reuses (harness.triage closes them); None where ranks
+        cannot be started again (torchrun launched them)."""
+        return None
 
     def done_with(self, world: World, conf: Settings) -> None:
         """The test is over; ``HARNESS_REUSE=0`` stops a spawned world now."""

@@ -124,6 +124,10 @@ def build_parser(defaults: Defaults = Defaults()) -> argparse.ArgumentParser:
                      help="as HARNESS_ENV_CHANGED=fail: a test that leaves its rank processes altered beyond what "
                           "the harness restores (a replaced torch function, a thread or child process left running) "
                           "fails; without it such a test is named in the summary and the ranks are replaced")
+    how.add_argument("--no-triage", dest="triage", action="store_false",
+                     help="as HARNESS_TRIAGE=0: a failure in reused ranks is not run again in fresh ranks (by default "
+                          "it is: alone, then after the tests those ranks ran before it, to tell the test's own failure "
+                          "from one an earlier test caused, which is named, or a flaky one)")
     how.add_argument("--no-buffer", "-s", dest="buffer", action="store_false",
                      help="show what tests and ranks print as it comes, instead of only with failures")
 
@@ -174,7 +178,7 @@ def parse(args: argparse.Namespace, defaults: Defaults = Defaults()) -> Options:
                    shard=tuple(args.shard) if args.shard else None, times_file=times_file,
                    update_times=args.update_times, list_only=args.list_only, device=args.device,
                    timeout=args.timeout, hypothesis_profile=args.hypothesis_profile, failfast=args.failfast,
-                   shuffle_seed=seed, fail_env_changed=args.fail_env_changed, buffer=args.buffer,
+                   shuffle_seed=seed, fail_env_changed=args.fail_env_changed, triage=args.triage, buffer=args.buffer,
                    verbose=args.verbose, junit_xml=args.junit_xml, slowest=args.slowest, jobs=args.jobs,
                    job_of=tuple(args.job_of) if args.job_of else None)
 

@@ -72,6 +72,8 @@ class Console:
             extra += f": {e.reason.splitlines()[0][:160]}"
         self.width = max(self.width, min(len(e.test_id), 90))
         lines = [f"{count} {LABEL[e.status]:<5} {e.test_id:<{self.width}}  {where:<9} {ws:<5} {e.seconds:7.2f}s{extra}"]
+        if e.triage:  # with or without -v: it changes how the outcome reads
+            lines.append(f"        triage: {e.triage}")
         if self.verbose:
             if e.why_placed:
                 lines.append(f"        placement: {e.why_placed}")

@@ -46,6 +46,8 @@ def worker_argv(options: Any, profile: str, ids_file: str, report_file: str) -> 
         argv += ["--timeout", repr(options.timeout)]
     if options.fail_env_changed:
         argv.append("--fail-env-changed")
+    if not options.triage:
+        argv.append("--no-triage")
     if options.failfast:
         argv.append("--failfast")
     if not options.buffer:

@@ -50,6 +50,8 @@ def _notes(e: Entry) -> str:
     notes = []
     if e.placement:
         notes.append(f"placement: {e.placement}, world size {e.world_size} ({e.why_placed})")
+    if e.triage:
+        notes.append(f"triage: {e.triage}")
     if e.subtests:
         notes.append(f"subtests: {e.sub_passed} passed, {len(e.sub_failed)} failed, {len(e.sub_skipped)} skipped")
         notes += [f"  skipped {params}: {why}" for params, why in e.sub_skipped]
@@ -64,7 +66,7 @@ def build(entries: Sequence[Entry], wall: float) -> Any:
 
         build(result.entries, wall=12.5).write("junit.xml", pretty=True)
     """
-    from junitparser import Error, Failure, JUnitXml, TestCase, TestSuite
+    from junitparser import Error, Failure, JUnitXml, Properties, Property, TestCase, TestSuite
 
     xml = JUnitXml(name="distharness")
     suites: dict[str, Any] = {}
@@ -77,6 +79,10 @@ def build(entries: Sequence[Entry], wall: float) -> Any:
         notes = _notes(e)
         if notes:
             case.system_out = notes
+        if e.triage:  # as pytest's record_property writes them: <properties> inside the testcase
+            props = Properties()
+            props.add_property(Property("harness_triage", e.triage))
+            case.append(props)
         suite.add_testcase(case)
         for params, kind, text in e.sub_failed:
             sub = TestCase(f"{e.method} {params}", e.classname, 0.0)

@@ -43,6 +43,7 @@ class Entry:
     sub_skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (params, reason)
     output: str = ""
     examples: int = 0  # hypothesis examples run (0: not a harness test)
+    triage: str = ""  # what checking its failure in fresh ranks found (harness.triage)
     real: bool = True  # False: an import failure or a class/module set-up error, not a test of its own
 
     @property
@@ -238,6 +239,11 @@ class RunnerResult(unittest.TestResult):
         cur = self._current
         if cur is not None and isinstance(test, unittest.TestCase) and test.id() == cur.test_id:
             return cur
+        if isinstance(test, unittest.TestCase):
+            # a test that is over, failed afterwards: triage found it left state that made a later test fail
+            over = [e for e in self.entries if e.real and e.test_id == _split_id(test)[0]]
+            if over:
+                return over[-1]
         # An error outside any test (setUpClass, setUpModule, ...): a failed entry of its own.
         desc = getattr(test, "description", None) or test.id()
         module = module_of(test)
@@ -330,6 +336,7 @@ class RunnerResult(unittest.TestResult):
             entry.placement = recs[-1].placement
             entry.why_placed = recs[-1].reason
             entry.examples = sum(r.examples for r in recs)
+            entry.triage = next((r.triage for r in reversed(recs) if r.triage), "")
         self.entries.append(entry)
         self._current = None
         self.listener.test_done(entry, self.started)

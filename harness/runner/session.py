@@ -39,6 +39,7 @@ class Options:
     failfast: bool = False
     shuffle_seed: int | None = None
     fail_env_changed: bool = False
+    triage: bool = True  # False: --no-triage
     buffer: bool = True
     verbose: bool = False
     junit_xml: str | None = None
@@ -75,6 +76,8 @@ def _apply(options: Options) -> Settings:
         values["timeout"] = options.timeout
     if options.fail_env_changed:
         values["env_changed"] = "fail"
+    if not options.triage:
+        values["triage"] = False
     if options.hypothesis_profile:
         hypothesis_support.choose_profile(options.hypothesis_profile)
     return config.settings(**values)
@@ -239,6 +242,7 @@ def _after_the_tests(plan: Plan, run: Any) -> list[str]:
     altered = run.notes.altered_lines()
     needs_cuda = "\n".join(run.notes.needs_cuda_lines())  # skips for want of a GPU or NCCL, by reason
     upstream = run.notes.upstream_lines()  # classes that still derive from upstream's bases
+    triage = run.notes.triage_lines()  # failures in reused ranks checked in fresh ranks, and the cost
     run.notes.forget()
     notes = []
     if upstream:
@@ -249,4 +253,6 @@ def _after_the_tests(plan: Plan, run: Any) -> list[str]:
                      + "".join(f"  {line}\n" for line in altered))
     if needs_cuda:
         notes.append(needs_cuda)
+    if triage:
+        notes.append("\n".join(triage))
     return notes

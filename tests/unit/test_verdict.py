@@ -33,7 +33,7 @@ class Judged:
     def __post_init__(self) -> None:
         self.conf = dataclasses.replace(settings(), show_output=False)
 
-    def with_gpu_note(self, text: str) -> str:
+    def annotate(self, text: str) -> str:
         return text
 
 
