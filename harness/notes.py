@@ -82,6 +82,9 @@ class Notes:
         self.needs_cuda: dict[str, list[str]] = {}
         #: "module.Class" -> (how it reaches upstream's harness, ids of its tests that ran)
         self.upstream: dict[str, tuple[Any, list[str]]] = {}
+        #: ids of the tests the harness's own ``run()`` ran (on ranks, or locally): a class that mixes upstream's
+        #: bases with the harness's runs on whichever ``run()`` wins in its MRO, and its line must say which
+        self.ran_by_harness: set[str] = set()
 
     # ---- adding ------------------------------------------------------------------------------------
 
@@ -98,6 +101,10 @@ class Notes:
             self.altered[-1][1].extend(c for c in changes if c not in self.altered[-1][1])
             return
         self.altered.append((test_id, list(changes), then))
+
+    def harness_ran(self, test_id: str) -> None:
+        """The harness's own ``run()`` took ``test_id`` (harness.case, harness.local), whatever else is in its MRO."""
+        self.ran_by_harness.add(test_id)
 
     def needs_cuda_for(self, test_id: str, reason: str) -> None:
         """``test_id`` (or one of its subtests) was skipped for want of a GPU or NCCL."""
@@ -169,8 +176,17 @@ class Notes:
         return lines
 
     def upstream_lines(self) -> list[str]:
-        """One line per class that ran on upstream's harness: which class, which base, the harness class to use."""
-        return [found.line(len(ids)) for found, ids in self.upstream.values()]
+        """One line per class with one of upstream's bases in its MRO: which class, which base, which harness
+        actually ran its tests (the harness's ``run()`` may win over upstream's in a mixed MRO), what to change."""
+        lines = []
+        for found, ids in self.upstream.values():
+            ours = [i for i in ids if i in self.ran_by_harness]
+            theirs = len(ids) - len(ours)
+            if ours:
+                lines.append(found.line(len(ours), ran_by="harness"))
+            if theirs or not ids:
+                lines.append(found.line(theirs, ran_by="upstream"))
+        return lines
 
     def end_of_run_lines(self) -> list[str]:
         """What a run that has no summary of its own ends with (unittest, ``run_tests()``, the pytest plugin)."""
@@ -194,3 +210,4 @@ class Notes:
         self.altered.clear()
         self.needs_cuda.clear()
         self.upstream.clear()
+        self.ran_by_harness.clear()
