@@ -175,16 +175,17 @@ class Notes:
             lines.append(f"  {len(ids)} x {kind}: {_ids(list(dict.fromkeys(ids)), 3)}")
         return lines
 
-    def upstream_lines(self) -> list[str]:
+    def upstream_lines(self, ran_by: str | None = None) -> list[str]:
         """One line per class with one of upstream's bases in its MRO: which class, which base, which harness
-        actually ran its tests (the harness's ``run()`` may win over upstream's in a mixed MRO), what to change."""
+        actually ran its tests (the harness's ``run()`` wins over upstream's in a mixed MRO), what to change.
+        ``ran_by`` "upstream" or "harness": only the lines about tests that one ran (None: all)."""
         lines = []
         for found, ids in self.upstream.values():
             ours = [i for i in ids if i in self.ran_by_harness]
             theirs = len(ids) - len(ours)
-            if ours:
+            if ours and ran_by in (None, "harness"):
                 lines.append(found.line(len(ours), ran_by="harness"))
-            if theirs or not ids:
+            if (theirs or not ids) and ran_by in (None, "upstream"):
                 lines.append(found.line(theirs, ran_by="upstream"))
         return lines
 
