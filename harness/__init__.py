@@ -8,6 +8,7 @@ from harness.compat import (DTensorContinuousTestBase, DTensorOpTestBase, FSDPTe
                             check_sharded_parity)
 from harness.decorators import skip_if_lt_x_gpu, with_comms, with_temp_dir
 from harness.errors import HarnessError, RankError, RankFailure, UsageError
+from harness.local import LocalDTensorTestBase, create_local_tensor_test_class
 from harness.main import run_tests
 from harness.subtests import run_subtests, skip_subtest
 
@@ -22,6 +23,8 @@ __all__ = [
     "MultiThreadedTestCase",
     "FSDPTestMultiThread",
     "ShardedTensorTestBase",
+    "LocalDTensorTestBase",
+    "create_local_tensor_test_class",
     "TestCase",
     "with_comms",
     "with_temp_dir",

@@ -160,6 +160,9 @@ class MultiProcessTestCase(DistributedAssertions):
         name = self._testMethodName
         method = getattr(self, name)
         run = run_for(result)  # the entry point's run (settings, ranks, notes), else the process's default run
+        from harness.notes import short_id
+
+        run.notes.harness_ran(short_id(self))  # this run() won in the MRO, whatever upstream base is there too
         _count_decorator_skip(self, method, run)
 
         @functools.wraps(method)

@@ -78,27 +78,24 @@ _NEEDS_NCCL = re.compile(
     re.IGNORECASE,
 )
 
-# Skip reasons that mean "needs a GPU or NCCL": the harness's own ("needs CUDA: ...", "needs 2 GPUs, found 0"),
-# upstream's in its own words (TEST_SKIPS: "Need at least 2 CUDA devices", "CUDA is not available.", "c10d not
-# compiled with NCCL support", "accelerator is not available."; requires_nccl: "c10d was not compiled with the
-# NCCL backend"; requires_accelerator_dist_backend: "No accelerator communication backend available among
-# [...]"), the skip exit codes the harness names (upstream_skip), and the usual phrasings of test files
-# ("CUDA not available", "requires CUDA", "Test needs 2 GPUs", skip_subtest("needs an accelerator: ...")).
-_GPU_SKIP = re.compile(
-    r"^needs CUDA:|"
-    r"\bat least \d+ (CUDA |GPU |accelerator )?(devices?|GPUs?)\b|"
-    r"\bneeds? \d+ (CUDA devices|GPUs)\b|"
-    r"\b(CUDA|GPUs?|accelerator|NCCL)( is| are)? not available\b|"
-    r"\bno (CUDA|GPUs?|accelerator|NCCL)\b|"
-    r"\b(requires?|needs?|needing|only (runs )?(on|with)) (a |an |at least one |multiple )?"
-    r"(CUDA|GPUs?|accelerators?|NCCL|non-CPU)\b|"
-    r"not compiled with (the )?NCCL|"
-    r"\bNo accelerator communication backend\b|"
-    r"\bTest skipped because no GPU peer access\b|\bno GPU peer access\b",
+# Skip reasons that mean "needs a GPU or NCCL", in any wording: a reason that names CUDA, a GPU, NCCL or an
+# accelerator ("Need at least 2 CUDA devices", "Not enough CUDA devices", "c10d was not compiled with the NCCL
+# backend", "No accelerator communication backend available ...", "needs an accelerator: CPU offload", the
+# harness's "needs CUDA: ..." and "needs 2 GPUs, found 0"), not a list of upstream's phrasings.
+_GPU_WORD = re.compile(r"\b(cuda|gpu|nccl|accelerator|multi-gpu)", re.IGNORECASE)
+# ... unless it names them as where the test does NOT run: "flaky on CUDA", "not supported on GPU", "skipped
+# for NCCL", "fails with NCCL", "Test skipped for ROCm" (a GPU platform the test avoids is no need for a GPU),
+# "NCCL hangs here". Such a skip means the test would be skipped on a GPU machine too.
+_NOT_A_NEED = re.compile(
+    r"\b(skip\w*|flaky|flakey|fail\w*|broken|unsupported|not supported|disabled|hangs?|slow|crash\w*|timeouts?|"
+    r"times out|not implemented|doesn'?t work|does not work|not work\w*|excluded|known issue|bug\w*|wrong|"
+    r"incorrect|ooms?)\b(?:(?!\b(?:needs?|requires?|required|only|must|wants?)\b)[^.;:,]){0,40}?"
+    r"\b(on|for|with|under|in|by|when using) (the |a |an |multiple |multi-)?"
+    r"(cuda|gpu|nccl|accelerator|rocm|hip)|"
+    r"\b(cuda|gpus?|nccl\w*|accelerators?)\b[^.;:,]{0,25}?\b(is |are )?(flaky|broken|hangs?|crash\w*)\b|"
+    r"\b(on|for|with|under|in) rocm\b|\brocm\b[^.;:,]{0,25}?\b(skip\w*|flaky|fail\w*|unsupported|not supported)",
     re.IGNORECASE,
 )
-
-
 def needs_nccl(exc_type: str, message: str) -> str:
     """The phrase that shows a rank's error comes from needing NCCL (one GPU per rank), or "" when it does not.
 
@@ -114,13 +111,21 @@ def needs_nccl(exc_type: str, message: str) -> str:
 def gpu_skip(reason: str) -> bool:
     """True when a skip's reason means the test needs a GPU or NCCL (and so would run on a machine with them).
 
+    The rule, not a list of phrasings: the reason names CUDA, a GPU, NCCL or an accelerator, and not as
+    where the test is kept from running ("flaky on CUDA", "not supported on GPU", "skipped on ROCm").
+
     Example::
 
-        gpu_skip("Need at least 2 CUDA devices")                    # True (upstream's skip_if_lt_x_gpu)
+        gpu_skip("Not enough CUDA devices")                         # True
         gpu_skip("c10d was not compiled with the NCCL backend")     # True (upstream's requires_nccl)
+        gpu_skip("flaky on CUDA")                                   # False: it would be skipped with a GPU too
         gpu_skip("Skipped due to small world size.")                # False
     """
-    return bool(reason) and bool(_GPU_SKIP.search(reason))
+    if not reason or not _GPU_WORD.search(reason):
+        return False
+    if reason.startswith(("needs CUDA:", "needs NCCL")):  # the harness's own (its error text may say anything)
+        return True
+    return not _NOT_A_NEED.search(reason)
 
 
 def test_line(traceback_text: str, module_file: str | None) -> str:

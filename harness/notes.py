@@ -85,6 +85,9 @@ class Notes:
         self.upstream: dict[str, tuple[Any, list[str]]] = {}
         #: every failure checked in fresh ranks (harness.triage.Finding), in order
         self.triaged: list[Any] = []
+        #: ids of the tests the harness's own ``run()`` ran (on ranks, or locally): a class that mixes upstream's
+        #: bases with the harness's runs on whichever ``run()`` wins in its MRO, and its line must say which
+        self.ran_by_harness: set[str] = set()
 
     # ---- adding ------------------------------------------------------------------------------------
 
@@ -128,6 +131,9 @@ class Notes:
             if f.kind == POLLUTED:
                 lines.append(f"triage: {f.test_id} {f.line()}")
         return lines
+    def harness_ran(self, test_id: str) -> None:
+        """The harness's own ``run()`` took ``test_id`` (harness.case, harness.local), whatever else is in its MRO."""
+        self.ran_by_harness.add(test_id)
 
     def needs_cuda_for(self, test_id: str, reason: str) -> None:
         """``test_id`` (or one of its subtests) was skipped for want of a GPU or NCCL."""
@@ -198,9 +204,19 @@ class Notes:
             lines.append(f"  {len(ids)} x {kind}: {_ids(list(dict.fromkeys(ids)), 3)}")
         return lines
 
-    def upstream_lines(self) -> list[str]:
-        """One line per class that ran on upstream's harness: which class, which base, the harness class to use."""
-        return [found.line(len(ids)) for found, ids in self.upstream.values()]
+    def upstream_lines(self, ran_by: str | None = None) -> list[str]:
+        """One line per class with one of upstream's bases in its MRO: which class, which base, which harness
+        actually ran its tests (the harness's ``run()`` wins over upstream's in a mixed MRO), what to change.
+        ``ran_by`` "upstream" or "harness": only the lines about tests that one ran (None: all)."""
+        lines = []
+        for found, ids in self.upstream.values():
+            ours = [i for i in ids if i in self.ran_by_harness]
+            theirs = len(ids) - len(ours)
+            if ours and ran_by in (None, "harness"):
+                lines.append(found.line(len(ours), ran_by="harness"))
+            if (theirs or not ids) and ran_by in (None, "upstream"):
+                lines.append(found.line(theirs, ran_by="upstream"))
+        return lines
 
     def end_of_run_lines(self) -> list[str]:
         """What a run that has no summary of its own ends with (unittest, ``run_tests()``, the pytest plugin)."""
@@ -225,3 +241,4 @@ class Notes:
         self.needs_cuda.clear()
         self.upstream.clear()
         self.triaged.clear()
+        self.ran_by_harness.clear()

@@ -26,7 +26,8 @@ MAPPING: dict[str, frozenset[str]] = {
                                                       "check_sharded_parity"})
     | (_DISTRIBUTED - {"skip_if_lt_x_gpu"}),
     "torch.testing._internal.distributed._tensor.common_dtensor": frozenset({
-        "DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", "with_comms"}) | _DISTRIBUTED,
+        "DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", "with_comms",
+        "LocalDTensorTestBase", "create_local_tensor_test_class"}) | _DISTRIBUTED,
     "torch.testing._internal.distributed.checkpoint_utils": frozenset({"with_temp_dir"}),
     "torch.testing._internal.common_utils": frozenset({"run_tests", "TestCase"}),
     "torch.testing._internal.distributed._shard.sharded_tensor": frozenset({

@@ -76,9 +76,14 @@ def run_subtests(test: unittest.TestCase, subtest_config: dict[str, list[Any]], 
         params = dict(zip(keys, values))
         shown = {k: picklable(v) for k, v in params.items()}
         if recorder is None:
-            # Outside a rank (e.g. called on a plain TestCase): behave like unittest's subTest.
+            # Outside a rank (a plain TestCase, a local-tensor test): behave like unittest's subTest. A local test's
+            # guard turns a hard-coded-CUDA error on CPU into a "needs CUDA" skip of the combination (harness.local).
+            guard = getattr(test, "_harness_local_guard", None)
             with test.subTest(**params):
-                test_fn(*test_args, **test_kwargs, **params)
+                if guard is None:
+                    test_fn(*test_args, **test_kwargs, **params)
+                else:
+                    guard(test_fn, *test_args, **test_kwargs, **params)
             continue
         try:
             test_fn(*test_args, **test_kwargs, **params)

@@ -33,32 +33,69 @@ HARNESS_NAMES: dict[str, str] = {
     "DTensorContinuousTestBase": "DTensorContinuousTestBase",
     "DTensorOpTestBase": "DTensorOpTestBase",
     "ShardedTensorTestBase": "ShardedTensorTestBase",
+    "LocalDTensorTestBase": "LocalDTensorTestBase",
 }
-# Upstream classes built on these (DistributedTestBase, LocalDTensorTestBase, ...) are named with the
+# Upstream classes built on these (DistributedTestBase, LocalDTensorOpTestBase, ...) are named with the
 # base they are built on: the harness class to start from is that base's.
+
+
+#: upstream names whose harness counterpart is made another way than by deriving from it
+_HOW: dict[str, str] = {
+    "LocalDTensorTestBase": ("make the twin with harness.create_local_tensor_test_class, or derive it from "
+                             "harness.LocalDTensorTestBase alone (`python -m harness.port FILE` maps both)"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class UpstreamBase:
-    """How a test class reaches upstream's harness: the upstream class in its MRO and what to use instead."""
+    """How a test class reaches upstream's harness: the upstream class in its MRO and what to use instead.
+
+    ``runs_on`` is the harness class whose ``run()`` is in the MRO too ("" when none): a class that mixes
+    upstream's bases with the harness's is run by the harness's ``run()`` (upstream's ``TestCase.run``
+    hands over to the next ``run()`` in the MRO), with upstream's set-up and test wrappers around the body.
+    """
 
     cls: str  # "module.Class" of the test class
     base: str  # "torch.testing._internal.common_fsdp.FSDPTestContinuous": the nearest upstream class in the MRO
     harness: str  # "harness.FSDPTestContinuous", or "" when the harness has no counterpart
     via: str = ""  # the known upstream base ``base`` derives from, when ``base`` itself is not one
+    runs_on: str = ""  # "harness.case.MultiProcessTestCase": the harness's run() in the MRO, "" when none
 
-    def line(self, tests: int = 0) -> str:
-        """One line for the end of the run (``tests``: how many of the class's tests ran, 0: not said)."""
-        kind = f"{self.base}" + (f" (built on upstream's {self.via})" if self.via else "")
+    def _fix(self) -> str:
+        short = self.base.rsplit(".", 1)[-1]
         if self.harness and not self.via:
-            fix = (f"derive it from {self.harness} instead (`python -m harness.port FILE` rewrites the import)")
-        elif self.harness:
-            fix = (f"the harness has no {self.base.rsplit('.', 1)[-1]}; derive it from {self.harness}, which "
-                   f"mirrors {self.via}")
-        else:
-            fix = "the harness has no counterpart"
+            how = _HOW.get(short)
+            if how:
+                return how
+            return f"derive it from {self.harness} instead (`python -m harness.port FILE` rewrites the import)"
+        if self.harness:
+            return f"the harness has no {short}; derive it from {self.harness}, which mirrors {self.via}"
+        return "the harness has no counterpart"
+
+    def line(self, tests: int = 0, ran_by: str | None = None) -> str:
+        """One line for the end of the run (``tests``: how many of the class's tests ran, 0: not said;
+        ``ran_by``: "harness" or "upstream", whose ``run()`` ran them, None: as the MRO says).
+
+        Example::
+
+            found.line(28, ran_by="harness")
+            # 'm.TWithLocalTensor mixes upstream's ...LocalDTensorTestBase with harness.DTensorTestBase: its 28 tests
+            #  ran on distharness's rank processes (harness.case.MultiProcessTestCase's run() comes first ...); ...'
+        """
+        kind = f"{self.base}" + (f" (built on upstream's {self.via})" if self.via else "")
         its = f"its {tests} {'tests' if tests != 1 else 'test'}" if tests else "its tests"
-        return f"{self.cls} derives from upstream's {kind}: {its} ran on upstream's harness, not distharness; {fix}"
+        if ran_by is None:
+            ran_by = "harness" if self.runs_on else "upstream"
+        if ran_by == "upstream":
+            return f"{self.cls} derives from upstream's {kind}: {its} ran on upstream's harness, not distharness; " \
+                   f"{self._fix()}"
+        local = self.runs_on.startswith("harness.local.")
+        where = ("in one process, every rank simulated, as harness.LocalDTensorTestBase runs them" if local
+                 else "on distharness's rank processes")
+        runner = self.runs_on or "the harness's"
+        return (f"{self.cls} mixes upstream's {kind} with the harness's classes: {its} ran {where} ({runner}.run() "
+                f"ran them; upstream's TestCase.run hands over to it), with upstream's set-up and test wrappers "
+                f"inside, which is neither how upstream runs them nor how the harness does; {self._fix()}")
 
 
 def _is_upstream(c: type) -> bool:
@@ -87,4 +124,15 @@ def upstream_base(cls: Any) -> UpstreamBase | None:
     via = "" if nearest is first_known else first_known.__name__
     harness = HARNESS_NAMES[first_known.__name__]
     return UpstreamBase(f"{cls.__module__}.{cls.__qualname__}", f"{nearest.__module__}.{nearest.__qualname__}",
-                        f"harness.{harness}", via)
+                        f"harness.{harness}", via, _harness_run(mro))
+
+
+def _harness_run(mro: tuple[type, ...]) -> str:
+    """The harness class whose ``run()`` a mixed MRO reaches ("" when no harness class is in it).
+
+    Upstream's own ``run()`` (``common_utils.TestCase.run``) calls ``super().run``, so the first harness class
+    that defines ``run`` is the one that decides where the test runs."""
+    for c in mro:
+        if (getattr(c, "__module__", "") or "").startswith("harness.") and "run" in c.__dict__:
+            return f"{c.__module__}.{c.__qualname__}"
+    return ""

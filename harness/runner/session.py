@@ -241,13 +241,17 @@ def _after_the_tests(plan: Plan, run: Any) -> list[str]:
     run.close()
     altered = run.notes.altered_lines()
     needs_cuda = "\n".join(run.notes.needs_cuda_lines())  # skips for want of a GPU or NCCL, by reason
-    upstream = run.notes.upstream_lines()  # classes that still derive from upstream's bases
     triage = run.notes.triage_lines()  # failures in reused ranks checked in fresh ranks, and the cost
+    upstream = run.notes.upstream_lines("upstream")  # classes that still derive from upstream's bases
+    mixed = run.notes.upstream_lines("harness")  # upstream's bases mixed with the harness's: the harness ran them
     run.notes.forget()
     notes = []
     if upstream:
         notes.append(f"Ran on upstream's harness, not distharness ({len(upstream)} class(es)):\n"
                      + "".join(f"  {line}\n" for line in upstream))
+    if mixed:
+        notes.append(f"Upstream's bases mixed with the harness's, run by distharness ({len(mixed)} class(es)):\n"
+                     + "".join(f"  {line}\n" for line in mixed))
     if altered:
         notes.append(f"Altered the process ({len(altered)} test(s); HARNESS_ENV_CHANGED={plan.settings.env_changed}):\n"
                      + "".join(f"  {line}\n" for line in altered))

@@ -67,14 +67,25 @@ class TestUpstreamBase(unittest.TestCase):
 
     def test_nearest_upstream_class_and_what_it_is_built_on(self):
         mptc = _upstream_class("MultiProcessTestCase", "torch.testing._internal.common_distributed")
+        dtb = _upstream_class("DTensorOpTestBase", "torch.testing._internal.distributed._tensor.common_dtensor", (mptc,))
+        local = _upstream_class("LocalDTensorOpTestBase", "torch.testing._internal.distributed._tensor.common_dtensor",
+                                (dtb,))
+        found = upstream_base(type("TestLocal", (local,), {"__module__": "m", "__qualname__": "TestLocal"}))
+        self.assertEqual(found.base,
+                         "torch.testing._internal.distributed._tensor.common_dtensor.LocalDTensorOpTestBase")
+        self.assertEqual((found.via, found.harness), ("DTensorOpTestBase", "harness.DTensorOpTestBase"))
+        self.assertIn("the harness has no LocalDTensorOpTestBase; derive it from harness.DTensorOpTestBase",
+                      found.line())
+
+    def test_upstream_local_base_points_at_the_harness_twin_maker(self):
+        mptc = _upstream_class("MultiProcessTestCase", "torch.testing._internal.common_distributed")
         dtb = _upstream_class("DTensorTestBase", "torch.testing._internal.distributed._tensor.common_dtensor", (mptc,))
         local = _upstream_class("LocalDTensorTestBase", "torch.testing._internal.distributed._tensor.common_dtensor",
                                 (dtb,))
         found = upstream_base(type("TestLocal", (local,), {"__module__": "m", "__qualname__": "TestLocal"}))
-        self.assertEqual(found.base, "torch.testing._internal.distributed._tensor.common_dtensor.LocalDTensorTestBase")
-        self.assertEqual((found.via, found.harness), ("DTensorTestBase", "harness.DTensorTestBase"))
-        self.assertIn("the harness has no LocalDTensorTestBase; derive it from harness.DTensorTestBase",
-                      found.line())
+        self.assertEqual((found.via, found.harness, found.runs_on), ("", "harness.LocalDTensorTestBase", ""))
+        self.assertIn("ran on upstream's harness, not distharness; make the twin with "
+                      "harness.create_local_tensor_test_class", found.line())
 
     def test_the_line_says_class_base_and_fix(self):
         base = _upstream_class("FSDPTestContinuous", "torch.testing._internal.common_fsdp")
@@ -101,6 +112,7 @@ class TestPortMapsEveryMirroredBase(unittest.TestCase):
         "DTensorTestBase": "distributed._tensor.common_dtensor",
         "DTensorContinuousTestBase": "distributed._tensor.common_dtensor",
         "DTensorOpTestBase": "distributed._tensor.common_dtensor",
+        "LocalDTensorTestBase": "distributed._tensor.common_dtensor",
         "ShardedTensorTestBase": "distributed._shard.sharded_tensor",
     }
 
