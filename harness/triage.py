@@ -74,6 +74,8 @@ class Finding:
         if self.kind == FLAKY:
             return f"flaky: failed {self.failed} of {self.runs} runs (passed alone in fresh ranks, and after the " \
                    "tests that ran before it)"
+        if self.fresh is None:
+            return f"not checked in fresh ranks: {self.stopped}"
         return f"passed alone in fresh ranks; the cause was not found: {self.stopped}"
 
     def cost(self) -> str:
