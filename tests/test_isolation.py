@@ -47,10 +47,11 @@ class TestRestoredStateKeepsTheRanks(FixtureTestCase):
 
 
 class TestLeaksWithoutRestore(FixtureTestCase):
-    """HARNESS_ENV_CHANGED=off restores nothing: the fixture's checks do see a leak."""
+    """HARNESS_ENV_CHANGED=off restores nothing: the fixture's checks do see a leak (and triage, which would
+    give the environment test the fresh ranks' pass, is off: this shows reuse itself)."""
 
     ARGS = [f"{MOD}.TestREnviron", f"{MOD}.TestRSignals", "-v"]
-    ENV = {"HARNESS_ENV_CHANGED": "off"}
+    ENV = {"HARNESS_ENV_CHANGED": "off", "HARNESS_TRIAGE": "0"}
 
     def test_the_next_test_inherits_the_changes(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
