@@ -13,6 +13,7 @@ from typing import Any
 __all__ = ["RankResult", "SubtestOutcome", "Verdict", "capture_exception", "merge", "picklable", "sendable",
            "read_bounded", "bounded_output", "subtest_report", "example_note", "gpu_note", "env_changed_failure"]
 
+from harness import collectives
 from harness.status import Status
 
 PASSED, FAILED, ERROR, SKIPPED = Status.PASSED, Status.FAILED, Status.ERROR, Status.SKIPPED
@@ -72,6 +73,8 @@ class RankResult:
     altered: list[str] = dataclasses.field(default_factory=list)  # what the test left that could not be put back
     default_group: bool | None = None  # the harness's default group still there after the test (None: it had none)
     cuda_broken: str = ""  # the test left this rank's CUDA context unusable (a sticky error): why
+    #: the rank's collectives in the test (harness.collectives: a dump), taken when the test went wrong
+    collectives: dict[str, Any] | None = None
 
     @property
     def is_bad(self) -> bool:
@@ -255,7 +258,7 @@ def tidy_stack(dump: str) -> str:
     blocks = re.split(r"\n\s*\n", dump.strip())
     kept = []
     for block in blocks:
-        if "_watch_parent" in block or block.startswith("Extension modules"):
+        if "_watch_parent" in block or "_answer_dump_requests" in block or block.startswith("Extension modules"):
             continue
         lines = [ln for ln in block.splitlines()
                  if not _HIDDEN_FILES.search(ln.split('"')[1] if ln.count('"') >= 2 else "")
@@ -341,13 +344,20 @@ def merge(test_id: str, results: list[RankResult], world_size: int, placement: s
     ordered = order_by_cause(results)
     root = ordered[0]
     skipped = by_status[SKIPPED]
+    dumps = {r.rank: r.collectives for r in results if r.collectives is not None}
+    section = collectives.section(dumps, world_size) if dumps else ""
+    blame = None
+    if dumps and (root.peer_effect or root.status in (TIMEOUT, KILLED)):
+        blame = collectives.culprit(dumps, [r.rank for r in results if r.status in (PASSED, SKIPPED)], world_size)
+    if blame is not None:
+        return _blame(test_id, results, world_size, placement, blame, section, with_output)
     if skipped and all(r.status == KILLED for r in bad):
         # One rank skipped while the others waited for it inside a collective, until the peer grace ran out.
         s = skipped[0]
         head = (f"{_rank_tag(test_id, s.rank, world_size)} skipped on {placement} ({s.message}) while rank "
                 f"{', '.join(str(r.rank) for r in bad)} still waited for it: a test must skip on every rank or "
                 "on none (decide before the first collective, the same way on every rank)")
-        lines = [head]
+        lines = [head] + (["", section] if section else [])
         if with_output and s.output.strip():
             lines += ["", prefixed(s.rank, s.output)]
         for r in bad:
@@ -357,7 +367,7 @@ def merge(test_id: str, results: list[RankResult], world_size: int, placement: s
         return Verdict(ERROR, "\n".join(lines), s.rank)
     kind = {FAILED: "failed", ERROR: "raised", CRASHED: "died", TIMEOUT: "timed out", KILLED: "was killed"}[root.status]
     head = f"{_rank_tag(test_id, root.rank, world_size)} {kind} on {placement}: {root.one_line()}"
-    lines = [head, "", _detail(root, with_output)]
+    lines = [head, ""] + ([section, ""] if section else []) + [_detail(root, with_output)]
     others = [r for r in sorted(results, key=lambda r: r.rank) if r is not root]
     if others:
         lines += ["", "Other ranks:"]
@@ -368,6 +378,25 @@ def merge(test_id: str, results: list[RankResult], world_size: int, placement: s
                 lines += ["", f"rank {r.rank} stack:", r.stack.rstrip()]
     status = FAILED if root.status == FAILED else ERROR
     return Verdict(status, "\n".join(lines), root.rank)
+
+
+def _blame(test_id: str, results: list[RankResult], world_size: int, placement: str,
+           blame: tuple[int, int, str], section: str, with_output: bool) -> Verdict:
+    """The root cause is a rank that ended its test normally while a peer waited for it in a collective it
+    never called: that rank first, then the collectives, then the peer (whose error only followed from it)."""
+    q, p, sentence = blame
+    by_rank = {r.rank: r for r in results}
+    went = "passed" if by_rank[q].status == PASSED else "was skipped"
+    lines = [f"{_rank_tag(test_id, q, world_size)} ended its test ({went}) on {placement} without a collective "
+             f"rank {p} waited in: {sentence}", "", section]
+    if with_output and by_rank[q].output.strip():
+        lines += ["", prefixed(q, by_rank[q].output)]
+    waiter = by_rank[p]
+    lines += ["", f"rank {p}, which waited in it: {waiter.one_line()}", _detail(waiter, with_output=False)]
+    others = [r for r in sorted(results, key=lambda r: r.rank) if r.rank not in (p, q)]
+    if others:
+        lines += ["", "Other ranks:"] + [f"  rank {r.rank}: {r.one_line()}" for r in others]
+    return Verdict(ERROR, "\n".join(lines), q)
 
 
 def subtest_report(test_id: str, world_size: int, placement: str, label: str, root: RankResult,

@@ -22,7 +22,7 @@ import time
 import weakref
 from typing import Any, Iterator
 
-from harness import template
+from harness import collectives, template
 from harness.config import Settings
 from harness.errors import HarnessError
 from harness.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
@@ -36,6 +36,11 @@ __all__ = ["RankPool", "Pools", "Terminated", "install_sigterm_handler"]
 #: every pool with live processes, whichever run made it: SIGTERM stops them all before the process exits
 #: (a signal is the process's, not a run's; the only module state here, and it holds no pool alive)
 _LIVE: "weakref.WeakSet[RankPool]" = weakref.WeakSet()
+
+
+#: seconds after a rank's test ended while its peers' go on before the parent looks at the peers' collectives
+#: (ranks of a passing test end within this of each other, and cost nothing), then again every RECHECK
+SETTLE, RECHECK = 0.25, 1.0
 
 
 class PoolStartError(HarnessError):
@@ -252,16 +257,28 @@ class RankPool(World):
         failing: dict[int, RankResult] = {}  # a rank's failure as it happened, before its tearDown ran
         # (when, rank, what happened there, came from a subtest meeting)
         trouble: tuple[float, int, str, bool] | None = None
+        check_at: float | None = None  # when to look whether a returned rank left its peers waiting forever
         while pending:
             limit = deadline if trouble is None else min(deadline, trouble[0] + peer_grace)
+            wake = limit if check_at is None or trouble is not None else min(limit, check_at)
             waitables = {}
             for r in pending:
                 waitables[self.conns[r]] = r
                 waitables[self.procs[r].sentinel] = r
-            ready = multiprocessing.connection.wait(list(waitables), timeout=max(0.0, limit - time.monotonic()))
+            ready = multiprocessing.connection.wait(list(waitables), timeout=max(0.0, wake - time.monotonic()))
             now = time.monotonic()
             if not ready:
-                break
+                if now >= limit:
+                    break
+                if check_at is not None and trouble is None and now >= check_at:
+                    # A rank's test ended while its peers' goes on: a peer that waits in a collective or a group's
+                    # creation that the returned rank can never join waits forever: the grace starts now.
+                    found = self._never_ending(results, pending)
+                    check_at = time.monotonic() + RECHECK
+                    if found:
+                        r = min(found)
+                        trouble = (time.monotonic(), r, found[r], False)
+                continue
             for obj in ready:
                 r = waitables[obj]
                 if r not in pending:
@@ -298,6 +315,8 @@ class RankPool(World):
                 elif trouble is None and result.status == SKIPPED and pending:
                     # a rank that skips while its peers wait for it in a collective must not cost the timeout
                     trouble = (now, r, f"rank {r} skipped the test", False)
+                if pending and check_at is None:
+                    check_at = now + SETTLE
             call = meeting_call(self.world_size, meeting, set(range(self.world_size)) - pending)
             if call is not None:
                 for r in meeting:
@@ -305,6 +324,10 @@ class RankPool(World):
                 if isinstance(call, Go) and trouble is not None and trouble[3]:
                     trouble = None  # every rank got through that combination: nothing is stuck
                 meeting.clear()
+        went_wrong = bool(pending) or any(r.is_bad for r in results.values())
+        # each live rank's collectives in the test, before any is stopped (harness.collectives)
+        dumps = collectives.request_dumps(self.dir, [r for r in range(self.world_size) if self.procs[r].is_alive()]
+                                          ) if went_wrong else {}
         if pending:
             self.broken = True
             stacks = self.dump_stacks(sorted(pending))
@@ -333,9 +356,21 @@ class RankPool(World):
                     early.subtests = early.subtests or reported[r]
                     early.output = self._output(r)
                     results[r] = early
+        for r, dump in dumps.items():
+            results[r].collectives = dump
         if self.broken:
             self.close()
         return [results[r] for r in range(self.world_size)]
+
+    def _never_ending(self, results: dict[int, RankResult], pending: set[int]) -> dict[int, str]:
+        """Ranks in ``pending`` that wait for what a rank whose test ended can never do (harness.collectives:
+        each rank's collectives, asked of the live ranks), each with why."""
+        went = {PASSED: "passed", SKIPPED: "was skipped"}
+        returned = {r: went.get(res.status, "failed") for r, res in results.items() if self.procs[r].is_alive()}
+        if not returned:
+            return {}
+        dumps = collectives.request_dumps(self.dir, sorted(set(pending) | set(returned)), timeout=1.0)
+        return collectives.stuck(dumps, returned, pending, self.world_size)
 
     def _output(self, r: int) -> str:
         """What rank ``r`` printed in the test so far (bounded: HARNESS_OUTPUT_LIMIT); its own capture is gone."""

@@ -21,7 +21,7 @@ import time
 import unittest
 from typing import Any
 
-from harness import cuda_state, isolation, subtests
+from harness import collectives, cuda_state, isolation, subtests
 from harness.comms import forget_destroyed_groups
 from harness.config import Settings
 from harness.placement import Placement, normalize_backend
@@ -227,6 +227,7 @@ def run_task(task: Task, ctx: RankContext) -> RankResult:
     undo, whatever HARNESS_ENV_CHANGED says.
     """
     start = time.monotonic()
+    collectives.enable()  # before the first process group: torch's flight recorder (harness.collectives)
     baseline = cuda_state.before_test()
     result = _run_in_rank(task, ctx)
     broken, left = cuda_state.after_test(baseline, f"{result.exc_type}: {result.message}")
@@ -267,6 +268,7 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
                 else:
                     # A plain MultiProcessTestCase makes its own group (upstream style, file://self.file_name).
                     keeper.release()
+            collectives.begin_test()  # the collectives recorded from here on are the test's
             snapshot = isolation.record() if task.isolate else None
             example = _bound_method(test, task, fn)
             if example is not None:
@@ -327,6 +329,7 @@ def _after_test(keeper: Any, result: RankResult) -> None:
 
     if keeper.backend is not None:
         result.default_group = dist.is_initialized()  # the parent compares the ranks (verdict.world_changes)
+    collectives.note_groups()  # a report after this test still names the groups it made
 
     try:
         keeper.forget_if_gone()
@@ -499,6 +502,7 @@ def _serve(conn: Any, rank: int, world_size: int, placement: Placement, pool_dir
     except BaseException as exc:  # noqa: B902
         conn.send(StartFailed(capture_exception(exc)))
         return
+    collectives.serve_dumps(pool_dir, rank)  # the parent can read this rank's collectives, even in a hang
     conn.send(Ready(os.getpid()))
     while True:
         try:

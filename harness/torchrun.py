@@ -28,6 +28,7 @@ import time
 import unittest
 from typing import Any, Iterator
 
+from harness import collectives
 from harness.comms import ProcessGroupKeeper
 from harness.config import Settings
 from harness.errors import HarnessError, RankError
@@ -223,6 +224,8 @@ class LaunchedJob(World, Worlds):
             faulthandler.enable(file=self._crash_stream, all_threads=True)  # whatever the test did to it
         self.store.set(f"{prefix}/result/{self.rank}", pickle.dumps(result))
         results = self._collect(prefix, timeout + peer_grace + 5)
+        if any(r.is_bad for r in results):
+            self._share_collectives(prefix, results)
         self.active = None
         for r in results:
             if r.status == TIMEOUT:
@@ -291,6 +294,25 @@ class LaunchedJob(World, Worlds):
                                           message=f"sent no result within {wait_s:.0f} s (it hung or died)"))
         return results
 
+    def _share_collectives(self, prefix: str, results: list[RankResult], wait_s: float = 2.0) -> None:
+        """The test went wrong: every rank posts its collectives in the test (harness.collectives) to the store
+        and puts each rank's on its result (a rank that hung posted them with its result), so that every rank
+        reaches the same verdict."""
+        mine = results[self.rank].collectives
+        if mine is None:
+            mine = results[self.rank].collectives = collectives.own_dump(self.rank)
+        self.store.set(f"{prefix}/fr/{self.rank}", pickle.dumps(mine))
+        # a rank with no result of its own (it died, or hangs without a watchdog's word) posts nothing
+        wanted = {r.rank: f"{prefix}/fr/{r.rank}" for r in results
+                  if r.collectives is None and r.rank != self.rank and r.status != TIMEOUT}
+        deadline = time.monotonic() + wait_s
+        while wanted and time.monotonic() < deadline:
+            for r, key in list(wanted.items()):
+                if self.store.check([key]):
+                    results[r].collectives = pickle.loads(self.store.get(key))
+                    del wanted[r]
+            time.sleep(0.02)
+
     # ---- hangs and ends ------------------------------------------------------------------------
 
     def _watch(self) -> None:
@@ -304,10 +326,15 @@ class LaunchedJob(World, Worlds):
             result = RankResult(rank=self.rank, status=TIMEOUT, stack=stack,
                                 message=f"timed out after {cur['timeout']:.0f} s (raise the class's `timeout` or "
                                         "set HARNESS_TIMEOUT)")
+            try:
+                result.collectives = collectives.own_dump(self.rank)  # read while the main thread waits
+            except Exception:
+                pass
             self.store.set(f"{cur['prefix']}/result/{self.rank}", pickle.dumps(result))
             if self.rank == 0:
                 # The main thread is stuck, so report from here, then end the job.
                 results = self._collect(cur["prefix"], cur["grace"] + 5)
+                self._share_collectives(cur["prefix"], results)
                 verdict = merge(cur["test_id"], results, self.world_size, f"{self.device_type} (torchrun)")
                 write_to_real_stderr(f"\nERROR: {cur['test_id']}\n{verdict.text}\n\nharness: ending the job "
                                      "(a hung rank cannot run another test)\n")

@@ -125,6 +125,30 @@ class TestStandalone(TorchrunCase):
         self.assertRegex(text, r"rank 0: timed out after 4 s .*it was in barrier")
         self.assertIn("ending the job", text)
 
+    def collectives_job(self, test: str) -> str:
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "unittest", "-v",
+                            f"{FX}.TestYCollectives.{test}"], _env(self.tmpdir, FX_COLLECTIVES="1"), timeout=240)
+        text = out.stdout + out.stderr
+        self.assertNotEqual(out.returncode, 0, text)
+        return text
+
+    def test_collectives_section_names_the_rank_that_never_called_a_subgroup_collective(self):
+        # the member that never called the broadcast is the root cause, not the peer's "Connection closed by peer"
+        # (under `python -m unittest` every rank prints its report; rank 0's is the one a runner shows)
+        text = self.collectives_job("test_a_subgroup_broadcast")
+        self.assertIn("TestYCollectives.test_a_subgroup_broadcast [rank 0/2] ended its test (passed) on cpu/gloo "
+                      'without a collective rank 1 waited in: rank 0 never called #2 broadcast(float32[4]) on group '
+                      '[0, 1] (name "1"): its last was #1', text)
+        self.assertNothingLeft()
+
+    def test_collectives_section_in_rank_0s_report_of_a_hang(self):
+        text = self.collectives_job("test_b_different_ops")
+        # rank 0's watchdog reports both ranks' last collectives, before the stacks
+        self.assertIn("rank 0: last called #2 all_gather(float32[4]) on the default group, unfinished", text)
+        self.assertIn("rank 1: last called #2 all_reduce(float32[5]) on the default group, unfinished", text)
+        self.assertIn("first difference: #2, different ops", text)
+        self.assertLess(text.index("first difference: #2"), text.index("(faulthandler)"))
+        self.assertLess(text.index("first difference: #2"), text.index("ending the job"))
 
     def test_subtest_failing_while_peer_in_collective_ends_within_the_peer_grace(self):
         # run_subtests' ranks meet through torchrun's store, not the test's group: rank 1's combination
