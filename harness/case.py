@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import unittest
 from typing import Any, Callable
 
@@ -57,8 +58,13 @@ class MultiProcessTestCase(DistributedAssertions):
         super().__init_subclass__(**kwargs)
         from harness import template
 
-        if not cls.__module__.startswith("harness."):
-            template.warm()  # a module of harness tests is being imported: its ranks will be wanted soon
+        # A module of harness tests is being imported: its ranks will be wanted soon. Not for the harness's own
+        # classes, one made once its module is imported (in a function: ranks only find the module's own
+        # classes), or one that runs in this process (harness.local).
+        module = sys.modules.get(cls.__module__)
+        importing = cls.__module__ == "__main__" or getattr(getattr(module, "__spec__", None), "_initializing", False)
+        if importing and not (cls.__module__.startswith("harness.") or getattr(cls, "_harness_local", False)):
+            template.warm()
 
     @property
     def world_size(self) -> int:

@@ -20,6 +20,7 @@ def run_tests(argv: list[str] | None = None) -> None:
     from harness.run import Run
 
     run = Run()
+    run.warm()
 
     class Runner(unittest.TextTestRunner):
         resultclass = _Result

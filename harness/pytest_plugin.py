@@ -42,6 +42,8 @@ def _run(config: pytest.Config) -> Run:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # No template is started here: the plugin is loaded for every pytest run where distharness is installed.
+    # A harness test class starts it when its module is imported (harness.case), during collection.
     _run(config)
 
 

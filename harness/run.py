@@ -37,9 +37,13 @@ class Run:
         self._settings = settings
         self.notes = Notes()
         self._worlds: Any = None
+
+    def warm(self) -> None:
+        """Start the template ranks are forked from (harness.template), in the background, so that they come
+        fast when the tests want them; an entry point calls it as its run starts."""
         from harness import template
 
-        template.warm(None if settings is None else settings.template)  # ranks come fast when the tests need them
+        template.warm(None if self._settings is None else self._settings.template)
 
     @property
     def settings(self) -> Settings:
