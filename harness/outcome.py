@@ -386,9 +386,14 @@ def _blame(test_id: str, results: list[RankResult], world_size: int, placement: 
     never called: that rank first, then the collectives, then the peer (whose error only followed from it)."""
     q, p, sentence = blame
     by_rank = {r.rank: r for r in results}
-    went = "passed" if by_rank[q].status == PASSED else "was skipped"
-    lines = [f"{_rank_tag(test_id, q, world_size)} ended its test ({went}) on {placement} without a collective "
-             f"rank {p} waited in: {sentence}", "", section]
+    if by_rank[q].status == SKIPPED:  # the rule it broke, with what the recorder saw
+        head = (f"{_rank_tag(test_id, q, world_size)} skipped on {placement} ({by_rank[q].message}) while rank {p} "
+                "still waited for it: a test must skip on every rank or on none (decide before the first "
+                f"collective, the same way on every rank): {sentence}")
+    else:
+        head = (f"{_rank_tag(test_id, q, world_size)} ended its test (passed) on {placement} without a collective "
+                f"rank {p} waited in: {sentence}")
+    lines = [head, "", section]
     if with_output and by_rank[q].output.strip():
         lines += ["", prefixed(q, by_rank[q].output)]
     waiter = by_rank[p]
