@@ -89,6 +89,21 @@ def wait_until_gone(token: str, grace: float = 15.0) -> dict[int, str]:
         time.sleep(0.2)
 
 
+def end_run(proc: subprocess.Popen, token: str, tmpdir: str) -> None:
+    """After a test that started a run itself (start_fixture): kill whatever of it is left, and remove its files."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for pid in processes_with_token(token):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    proc.stdout.close()
+    proc.stderr.close()
+    shutil.rmtree(tmpdir, ignore_errors=True)
+
+
 @dataclasses.dataclass
 class FixtureRun:
     args: list[str]

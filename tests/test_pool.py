@@ -8,8 +8,8 @@ import sys
 import time
 import unittest
 
-from tests._support import (REPO, FixtureTestCase, base_env, finish_fixture, processes_with_token, start_fixture,
-                            wait_until_gone)
+from tests._support import (REPO, FixtureTestCase, base_env, end_run, finish_fixture, processes_with_token,
+                            start_fixture, wait_until_gone)
 
 PASS = "tests.fixtures.fx_pass"
 
@@ -76,17 +76,7 @@ class TestParentKilled(unittest.TestCase):
             left_dirs = sorted(n for n in os.listdir(tmpdir) if n.startswith("harness-"))
             self.assertEqual(left_dirs, [], [list(os.walk(os.path.join(tmpdir, d))) for d in left_dirs])
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            for pid in processes_with_token(token):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            proc.stdout.close()
-            proc.stderr.close()
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            end_run(proc, token, tmpdir)
 
 
 class TestSuiteCollection(unittest.TestCase):

@@ -1,12 +1,11 @@
 """Rank processes forked from the template: the rank a spawn would make, fast, and nothing left behind."""
 import os
 import re
-import shutil
 import signal
 import time
 import unittest
 
-from tests._support import (FixtureTestCase, base_env, processes_with_token, run_fixture, start_fixture,
+from tests._support import (FixtureTestCase, base_env, end_run, processes_with_token, start_fixture,
                             wait_until_gone)
 
 TEMPLATE = "tests.fixtures.fx_template"
@@ -122,17 +121,7 @@ class TestTemplateGone(unittest.TestCase):
             self.assertEqual(left, {}, f"still running (of {running})")
             self.assertEqual(sorted(n for n in os.listdir(tmpdir) if n.startswith("harness-")), [])
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            for pid in processes_with_token(token):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            proc.stdout.close()
-            proc.stderr.close()
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            end_run(proc, token, tmpdir)
 
     def test_ctrl_c_leaves_no_template_and_no_rank(self):
         proc, token, tmpdir, running = self._running()
