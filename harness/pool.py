@@ -481,6 +481,8 @@ class Pools(Worlds):
         pools.close()
     """
 
+    replaceable = True  # this process starts its ranks: triage can have fresh ones
+
     def __init__(self) -> None:
         self._pools: dict[tuple[int, str], RankPool] = {}
         self._at_exit = False

@@ -144,8 +144,9 @@ def context(use_template: bool = True) -> tuple[multiprocessing.context.BaseCont
                 _ensure_running()
         except Exception as exc:  # noqa: BLE001
             _state["broken"] = why = f"the template could not start ({type(exc).__name__}: {exc})"
-    if not why and _state["key"] != _import_time_env():
-        changed = sorted({k for k, _ in set(_state["key"]) ^ set(_import_time_env())})
+    now = _import_time_env()
+    if not why and _state["key"] != now:
+        changed = sorted({k for k, _ in set(_state["key"]) ^ set(now)})
         why = (f"{', '.join(changed)} changed since the template imported torch, and torch reads "
                f"{'them' if len(changed) > 1 else 'it'} at import")
     if why:

@@ -167,7 +167,6 @@ class TestRun:
             results = world.run(task, self.timeout, self.conf.peer_grace)
         # Every rank sees the same results, so under torchrun every rank rebuilds the group alike.
         world.pg_suspect = any(r.is_bad for r in results)
-        earlier = list(world.history)
         world.history.append(triage.Ran(task, self.test))
         changes = verdict.world_changes(results)
         if changes:  # what only fresh ranks undo: named in the run's summary (HARNESS_ENV_CHANGED=fail: a failure)
@@ -175,8 +174,8 @@ class TestRun:
             self.notes.altered_by(self.test_id, changes, then)
             if self.conf.env_changed == "fail":
                 verdict.fail_altering(results, changes, then)
-        elif earlier and self.conf.triage and not self.triage_settled and verdict.fails(self, results):
-            results = self.triage(world, task, earlier, results)
+        elif len(world.history) > 1 and self.conf.triage and not self.triage_settled and verdict.fails(self, results):
+            results = self.triage(world, task, world.history[:-1], results)  # the tests these ranks ran before it
         worlds.done_with(world, self.conf)
         return results
 
@@ -191,22 +190,14 @@ class TestRun:
                                 f"{self.conf.triage_budget:g} s) is spent")
             self.triage_settled = True
             return results
-        first = worlds.fresh(self.world_size, self.placement, self.conf)
-        if first is None:
+        if not worlds.replaceable:
             self.triage_line = ("not checked in fresh ranks: these ranks cannot be replaced (torchrun launched them); "
                                 "run the test alone to see whether it fails on its own")
             self.triage_settled = True
             return results
-        spare = [first]
-
-        def fresh_world() -> Any:
-            return spare.pop() if spare else worlds.fresh(self.world_size, self.placement, self.conf)
-
-        try:
-            finding = triage.check(task, earlier, results, fresh_world, self.timeout, self.conf.peer_grace, left)
-        finally:
-            for unused in spare:
-                unused.close()
+        finding = triage.check(task, earlier, results,
+                               lambda: worlds.fresh(self.world_size, self.placement, self.conf),
+                               self.timeout, self.conf.peer_grace, left)
         self.notes.triage(finding)
         self.triage_line = finding.line()
         if finding.kind != triage.POLLUTED:

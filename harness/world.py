@@ -96,10 +96,13 @@ class Worlds(abc.ABC):
     def world(self, world_size: int, placement: Placement, conf: Settings) -> tuple[World, bool]:
         """The world for a test, and whether its ranks ran a test before (False: started for it)."""
 
-    def fresh(self, world_size: int, placement: Placement, conf: Settings) -> World | None:
-        """New ranks of their own, that no other test reuses (harness.triage closes them); None where ranks
-        cannot be started again (torchrun launched them)."""
-        return None
+    #: new ranks can be started for a test (:meth:`fresh`); False where they cannot (torchrun launched them)
+    replaceable = False
+
+    def fresh(self, world_size: int, placement: Placement, conf: Settings) -> World:
+        """New ranks of their own, that no other test reuses (harness.triage closes them); only where
+        :attr:`replaceable`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start new ranks (replaceable is False)")
 
     def done_with(self, world: World, conf: Settings) -> None:
         """The test is over; ``HARNESS_REUSE=0`` stops a spawned world now."""
