@@ -2,7 +2,8 @@
 
 Every setting is defined once, in :data:`VARIABLES`: its variable, default, allowed values, meaning
 and the :class:`Settings` field it feeds. Parsing, :func:`settings`'s checks of a runner's values, the runner's
-``--help``, ``tools/env_report.py`` and the README's table (checked by ``tests/unit``) all follow it.
+``--help``, ``tools/env_report.py`` and the table in ``docs/settings.md`` (checked by
+``tests/unit/test_docs.py``) all follow it.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class Variable(NamedTuple):
     """One ``HARNESS_*`` setting. ``VARIABLES[name][0]`` is its default and ``[1]`` its meaning."""
 
     default: str  # as the environment would give it; "" = unset (see ``unset``)
-    meaning: str  # one line, for --help and reports (the README says more)
+    meaning: str  # one line, for --help and reports (docs/settings.md says more)
     field: str  # the Settings field it feeds
     kind: str  # "choice", "flag", "int" or "float"
     choices: tuple[str, ...] = ()  # kind "choice": the allowed values
@@ -34,7 +35,7 @@ class Variable(NamedTuple):
 
     @property
     def shown_default(self) -> str:
-        """The default as the README and --help show it: the value, or what unset means."""
+        """The default as docs/settings.md and --help show it: the value, or what unset means."""
         return f"`{self.default}`" if self.default else self.unset
 
     @property

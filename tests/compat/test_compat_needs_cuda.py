@@ -74,7 +74,7 @@ class TestNeedsCudaUnderDeviceCpu(FixtureTestCase):
         self.assertRegex(self.r.section(": test_cuda_tensor"), CPU_ONLY)
         self.assertRegex(self.r.section(": test_pinned_memory"), CPU_ONLY)
         self.assertRegex(self.r.section("test_subtests"), CPU_ONLY)
-        # a bare "nccl" becomes gloo on CPU (the README's rule); the body runs
+        # a bare "nccl" becomes gloo on CPU (docs/placement.md's rule); the body runs
         self.assertIn("FIXTURE-NCCL-BODY-RAN", self.r.output)
 
     def test_nothing_left_behind(self):
