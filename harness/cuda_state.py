@@ -16,7 +16,8 @@ test, its frames and its exception are gone):
   the next test starts at zero.
 * **Allocator state an out-of-memory error leaves** (not sticky): the cache is released and the
   peak and accumulated statistics reset after every test, so the next one starts at zero allocated
-  and zero peak, and a peak-memory assertion measures that test alone.
+  and zero peak, and a peak-memory assertion measures that test alone (:func:`reset_statistics`; a
+  local test, run in the parent, gets the same reset from ``harness.isolation``).
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ import gc
 import re
 from typing import Any
 
-__all__ = ["is_sticky", "is_out_of_memory", "in_use", "before_test", "after_test", "describe_bytes", "broken_sentence"]
+__all__ = ["is_sticky", "is_out_of_memory", "in_use", "before_test", "after_test", "reset_statistics",
+           "describe_bytes", "broken_sentence"]
 
 # CUDA's sticky errors (the context is unusable afterwards; cudaGetLastError does not clear them), in the
 # words CUDA and torch use for them (cudaGetErrorString, the cudaError_t names, and torch's own wording).
@@ -135,12 +137,27 @@ def after_test(baseline: dict[int, int], error_text: str = "") -> tuple[str, lis
         left.append(f"CUDA memory left referenced after the test: {where} (a tensor kept in a module global, a "
                     "class attribute or a cache outlives the test; free it in tearDown or a cleanup)")
     try:
-        for d in range(cuda.device_count()):
-            cuda.reset_peak_memory_stats(d)
-            cuda.reset_accumulated_memory_stats(d)
+        reset_statistics()
     except Exception:  # noqa: BLE001 - statistics are best effort; the probe above already passed
         pass
     return "", left
+
+
+def reset_statistics() -> None:
+    """Reset the caching allocator's peak and accumulated statistics on every device (when this process has
+    a CUDA context), so that a peak-memory assertion in the next test measures that test alone.
+
+    Example::
+
+        reset_statistics()
+        torch.cuda.max_memory_allocated()    # what is allocated now, not the last test's peak
+    """
+    cuda = _cuda()
+    if cuda is None:
+        return
+    for d in range(cuda.device_count()):
+        cuda.reset_peak_memory_stats(d)
+        cuda.reset_accumulated_memory_stats(d)
 
 
 def broken_sentence(why: str) -> str:

@@ -1,9 +1,11 @@
-"""Record a rank's process state before a test, restore it after, and name what could not be restored.
+"""Inside a rank: record its process state before a test, put it back after, and name what could not be put back.
 
 A rank process runs test after test, so whatever one test changes in the process the next one would
-inherit, and the next, innocent test would take the blame. Like CPython's regrtest (``save_env``),
-:func:`record` takes a snapshot before each test and :func:`restore` puts back, silently, what tests
-commonly change and what can be put back:
+inherit, and the next, innocent test would take the blame. Like CPython's regrtest (``save_env``), the
+state is one table, :data:`RESOURCES`, of one row per kind of state (a :class:`Resource`): its name, how
+to record it, how to put it back, and what to say when it cannot be put back. :func:`record` takes
+every row's value before each test; :func:`restore` puts back, silently, what tests commonly change and
+what can be put back:
 
 * environment variables, working directory, ``sys.path`` / ``meta_path`` / ``path_hooks`` / ``argv``,
   ``sys.stdout`` / ``stderr`` / ``stdin``, hooks and tracing functions, the recursion limit, gc and umask;
@@ -14,16 +16,20 @@ commonly change and what can be put back:
   print options, global ``nn.Module`` hooks, torch function and dispatch modes left on their stacks;
 * ``torch.compile`` state: dynamo's caches and counters when the test compiled anything, and the
   ``torch._dynamo`` / ``torch._inductor`` / ``torch._functorch`` configs;
-* CUDA peak-memory statistics (when CUDA is initialised).
+* CUDA memory statistics (when CUDA is initialised; ``harness.cuda_state`` resets them).
 
 The RNGs need no snapshot: every test starts from the same seeds (``rank._reset_state``).
 
 What cannot be put back is returned as a list of plain sentences: a function or class of torch or
 torch.distributed replaced and left so (other modules may hold the replacement), threads left
-running, child processes left running (they are killed). The parent then replaces the ranks before
-the next test and names the test in the run's summary (``harness.verdict.world_changes``).
+running, child processes left running (``harness.child_processes`` kills them). The parent then
+replaces the ranks before the next test and names the test in the run's summary
+(``harness.verdict.world_changes``).
 
-Everything here runs in a rank.
+Adding a kind of state is adding one row to :data:`RESOURCES`. Every row's restore runs even when
+another's fails (the failure is one of the sentences), then every row's check.
+
+Everything here runs in a rank (or, for a local test, in the process that runs it).
 """
 from __future__ import annotations
 
@@ -41,74 +47,61 @@ import types
 import warnings
 from typing import Any, Callable
 
-__all__ = ["Snapshot", "record", "restore"]
+from harness import child_processes, cuda_state
 
-# Modules and classes whose functions tests replace ("dist.all_reduce = spy"). Only those already
-# imported when a test starts are watched; additions (lazy submodules, caches) are never reported.
-_WATCHED = ("torch", "torch.Tensor", "torch.nn.Module", "torch.nn.functional", "torch.autograd", "torch.cuda",
-            "torch.distributed", "torch.distributed.distributed_c10d", "torch.distributed.device_mesh",
-            "torch.distributed.fsdp", "torch.distributed.tensor", "torch.utils.checkpoint")
+__all__ = ["Resource", "RESOURCES", "UNWATCHED", "Snapshot", "record", "restore"]
 
-# torch.compile's configs: restored entry by entry (their values live in ContextVars of the main thread).
-_CONFIGS = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
 
-# (getter, setter) names in torch._C of the flags torch.backends and torch.* set process-wide; those a
-# torch build lacks are left out. Order matters: the fp32 precisions come before the legacy TF32 flags
-# they imply, so that putting back one does not undo the other.
-_C_FLAGS = ("float32_matmul_precision", "cudnn_enabled", "cudnn_benchmark",
-            "cudnn_deterministic", "cudnn_allow_tf32", "cublas_allow_tf32",
-            "cublas_allow_fp16_reduced_precision_reduction", "cublas_allow_bf16_reduced_precision_reduction",
-            "cublas_allow_fp16_accumulation", "cpu_allow_fp16_reduced_precision_reduction", "mkldnn_enabled",
-            "mkldnn_deterministic", "nnpack_enabled", "deterministic_fill_uninitialized_memory", "warnAlways",
-            "linalg_preferred_backend", "blas_preferred_backend", "math_sdp_allow_fp16_bf16_reduction",
-            "dtensor_allow_implicit_replication", "autograd_fallback_mode")
-_SDP = ("flash", "mem_efficient", "math", "cudnn", "overrideable", "fa3")
-_FP32_PRECISION = (("generic", "all"), ("cuda", "matmul"), ("cuda", "all"), ("mkldnn", "matmul"),
-                   ("mkldnn", "conv"), ("mkldnn", "rnn"), ("mkldnn", "all"), ("cudnn", "conv"), ("cudnn", "rnn"),
-                   ("cudnn", "all"))
-_MODULE_HOOKS = ("_global_buffer_registration_hooks", "_global_module_registration_hooks",
-                 "_global_parameter_registration_hooks", "_global_backward_pre_hooks", "_global_backward_hooks",
-                 "_global_forward_pre_hooks", "_global_forward_hooks", "_global_forward_hooks_always_called",
-                 "_global_forward_hooks_with_kwargs")
-_SYS_ATTRS = ("stdout", "stderr", "stdin", "excepthook", "unraisablehook", "displayhook", "breakpointhook")
-_SIGNALS = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
-# Child processes a library keeps as a cache, neither reported nor killed: torch.compile's compile workers
-# (they end with their parent).
-_LIBRARY_CHILDREN = (os.path.join("_inductor", "compile_worker"),)
-_THREAD_GRACE = 0.5  # seconds threads a test started get to finish before they count as left running
-_MISSING = object()
+def _nothing_to_restore(saved: Any) -> None:
+    """What cannot be put back is only checked."""
 
-_torch_flags: list[tuple[str, Callable[[], Any], Callable[[Any], Any]]] | None = None
+
+def _nothing_to_check(saved: Any) -> list[str]:
+    """What ``restore`` put back is not reported."""
+    return []
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """One kind of process state a test may change: one row of :data:`RESOURCES`.
+
+    ``record()`` returns its value before the test, or :data:`UNWATCHED` when there is nothing to watch
+    (torch not imported, say; the row's restore and check are then skipped). ``restore(saved)`` puts it
+    back, silently. ``check(saved)`` returns one sentence for each thing the test left that could not be
+    put back; the parent replaces the ranks after such a test and names it.
+
+    Example::
+
+        Resource("umask", _get_umask, os.umask)
+        Resource("threads", _thread_ids, check=_threads_left)    # cannot be put back: checked only
+    """
+
+    name: str
+    record: Callable[[], Any]
+    restore: Callable[[Any], None] = _nothing_to_restore
+    check: Callable[[Any], list[str]] = _nothing_to_check
+
+
+class _Unwatched:
+    def __repr__(self) -> str:
+        return "UNWATCHED"
+
+
+#: what :attr:`Resource.record` returns when there is nothing to watch
+UNWATCHED: Any = _Unwatched()
 
 
 @dataclasses.dataclass
 class Snapshot:
-    """What a rank's process looked like before a test (taken by :func:`record`)."""
+    """What a rank's process looked like before a test (taken by :func:`record`): each row's value, by name."""
 
-    environ: dict[str, str]
-    cwd: str
-    sys_path: tuple[list[str], list[str]]  # the list object and a copy of its items
-    sys_lists: dict[str, tuple[Any, list[Any]]]
-    sys_attrs: dict[str, Any]
-    trace: tuple[Any, Any]
-    recursion_limit: int
-    gc: tuple[bool, tuple[int, ...]]
-    umask: int
-    socket_timeout: float | None
-    warnings: tuple[list[Any], Any, Any]
-    loggers: dict[str, tuple[Any, int, list[Any], bool, bool]]
-    logging_disable: int
-    signals: dict[int, Any]
-    timer: float
-    threads: set[int]
-    children: set[int]
-    modules: dict[str, tuple[Any, dict[str, Any]]]
-    torch: dict[str, Any]
-    configs: dict[str, dict[str, Any]]
+    resources: tuple[Resource, ...]
+    saved: dict[str, Any]
 
 
-def record() -> Snapshot:
-    """Take a snapshot of the process state a test may change; cheap (well under a millisecond).
+def record(resources: tuple[Resource, ...] | None = None) -> Snapshot:
+    """Take a snapshot of the process state a test may change (every row of ``resources``, by default
+    :data:`RESOURCES`); cheap (well under a millisecond).
 
     Example::
 
@@ -116,53 +109,44 @@ def record() -> Snapshot:
         run_the_test()
         left = restore(snap)  # ["thread 'poller' left running"]
     """
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return Snapshot(
-        environ=os.environ.copy(),
-        cwd=_getcwd(),
-        sys_path=(sys.path, list(sys.path)),
-        sys_lists={name: (getattr(sys, name), list(getattr(sys, name))) for name in ("meta_path", "path_hooks", "argv")},
-        sys_attrs={name: getattr(sys, name, None) for name in _SYS_ATTRS},
-        trace=(sys.gettrace(), sys.getprofile()),
-        recursion_limit=sys.getrecursionlimit(),
-        gc=(gc.isenabled(), gc.get_threshold()),
-        umask=umask,
-        socket_timeout=socket.getdefaulttimeout(),
-        warnings=(list(warnings.filters), warnings.showwarning, warnings.formatwarning),
-        loggers=_loggers(),
-        logging_disable=logging.root.manager.disable,
-        signals={s: signal.getsignal(s) for s in _SIGNALS},
-        timer=signal.getitimer(signal.ITIMER_REAL)[0],
-        threads={t.ident for t in threading.enumerate() if t.ident is not None},
-        children=set(_children(os.getpid())),
-        modules=_modules(),
-        torch=_torch_state(),
-        configs={name: _config_values(sys.modules[name]) for name in _CONFIGS if name in sys.modules},
-    )
+    rows = RESOURCES if resources is None else resources
+    return Snapshot(rows, {row.name: row.record() for row in rows})
 
 
 def restore(snap: Snapshot) -> list[str]:
     """Put back what the test changed; return what could not be put back, one sentence each.
 
     Call it after tearDown and cleanups, with the test's output still captured (restoring ``sys.stdout``
-    must come before the capture ends). Every step runs even when another fails.
+    must come before the capture ends). Every row's restore runs, in the table's order, even when another
+    fails; then every row's check, so that a check sees the process as the restores left it.
     """
     left: list[str] = []
-    for step in (_restore_torch, _restore_compile, _restore_python, _restore_logging, _restore_signals):
+    watched = [(row, snap.saved[row.name]) for row in snap.resources if snap.saved[row.name] is not UNWATCHED]
+    for row, saved in watched:
         try:
-            step(snap)
+            row.restore(saved)
         except Exception as exc:  # a broken restore must not lose the test's result; it is reported instead
-            left.append(f"{step.__name__.lstrip('_').replace('_', ' ')} failed: {type(exc).__name__}: {exc}")
-    for check in (_check_modules, _check_children, _check_threads):
+            left.append(f"restore {row.name} failed: {type(exc).__name__}: {exc}")
+    for row, saved in watched:
         try:
-            left += check(snap)
+            left += row.check(saved)
         except Exception as exc:
-            left.append(f"{check.__name__.lstrip('_').replace('_', ' ')} failed: {type(exc).__name__}: {exc}")
+            left.append(f"check {row.name} failed: {type(exc).__name__}: {exc}")
     return left
 
 
-# ---- Python ------------------------------------------------------------------------------------
+# ---- Python --------------------------------------------------------------------------------------
+
+_SYS_ATTRS = ("stdout", "stderr", "stdin", "excepthook", "unraisablehook", "displayhook", "breakpointhook")
+
+
+def _put_environ(saved: dict[str, str]) -> None:
+    if os.environ != saved:
+        for key in [k for k in os.environ if k not in saved]:
+            del os.environ[key]
+        for key, value in saved.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
 
 
 def _getcwd() -> str:
@@ -172,40 +156,70 @@ def _getcwd() -> str:
         return ""
 
 
-def _restore_python(snap: Snapshot) -> None:
-    if os.environ != snap.environ:
-        for key in [k for k in os.environ if k not in snap.environ]:
-            del os.environ[key]
-        for key, value in snap.environ.items():
-            if os.environ.get(key) != value:
-                os.environ[key] = value
-    if snap.cwd and _getcwd() != snap.cwd:
-        os.chdir(snap.cwd)
-    path_obj, path_items = snap.sys_path
-    if sys.path is not path_obj or sys.path != path_items:
-        path_obj[:] = path_items
-        sys.path = path_obj
-    for name, (obj, items) in snap.sys_lists.items():
+def _put_cwd(saved: str) -> None:
+    if saved and _getcwd() != saved:
+        os.chdir(saved)
+
+
+def _sys_list(name: str) -> Resource:
+    """``sys.<name>``, a list tests change in place or replace: the list object and a copy of its items,
+    both put back (modules may hold the object)."""
+
+    def get() -> tuple[list[Any], list[Any]]:
+        obj = getattr(sys, name)
+        return obj, list(obj)
+
+    def put(saved: tuple[list[Any], list[Any]]) -> None:
+        obj, items = saved
         if getattr(sys, name) is not obj or obj != items:
             obj[:] = items
             setattr(sys, name, obj)
-    for name, value in snap.sys_attrs.items():
-        if getattr(sys, name, None) is not value:
-            setattr(sys, name, value)
-    if (sys.gettrace(), sys.getprofile()) != snap.trace:
-        sys.settrace(snap.trace[0])
-        sys.setprofile(snap.trace[1])
-    if sys.getrecursionlimit() != snap.recursion_limit:
-        sys.setrecursionlimit(snap.recursion_limit)
-    enabled, threshold = snap.gc
+
+    return Resource(f"sys.{name}", get, put)
+
+
+def _sys_attr(name: str) -> Resource:
+    """``sys.<name>``, a stream or hook tests replace."""
+
+    def put(saved: Any) -> None:
+        if getattr(sys, name, None) is not saved:
+            setattr(sys, name, saved)
+
+    return Resource(f"sys.{name}", lambda: getattr(sys, name, None), put)
+
+
+def _put_trace(saved: tuple[Any, Any]) -> None:
+    if (sys.gettrace(), sys.getprofile()) != saved:
+        sys.settrace(saved[0])
+        sys.setprofile(saved[1])
+
+
+def _put_recursion_limit(saved: int) -> None:
+    if sys.getrecursionlimit() != saved:
+        sys.setrecursionlimit(saved)
+
+
+def _put_gc(saved: tuple[bool, tuple[int, ...]]) -> None:
+    enabled, threshold = saved
     if gc.isenabled() != enabled:
         (gc.enable if enabled else gc.disable)()
     if gc.get_threshold() != threshold:
         gc.set_threshold(*threshold)
-    os.umask(snap.umask)  # umask can only be read by setting it: set it back unconditionally
-    if socket.getdefaulttimeout() != snap.socket_timeout:
-        socket.setdefaulttimeout(snap.socket_timeout)
-    filters, show, fmt = snap.warnings
+
+
+def _get_umask() -> int:
+    umask = os.umask(0o022)  # umask can only be read by setting it: its restore sets it back unconditionally
+    os.umask(umask)
+    return umask
+
+
+def _put_socket_timeout(saved: float | None) -> None:
+    if socket.getdefaulttimeout() != saved:
+        socket.setdefaulttimeout(saved)
+
+
+def _put_warnings(saved: tuple[list[Any], Any, Any]) -> None:
+    filters, show, fmt = saved
     if warnings.filters != filters:
         warnings.filters[:] = filters
         _warnings_mutated()
@@ -225,6 +239,14 @@ def _warnings_mutated() -> None:
         warnings._filters_mutated_lock_held()  # type: ignore[attr-defined]
 
 
+# ---- logging -------------------------------------------------------------------------------------
+
+
+def _put_logging_disable(saved: int) -> None:
+    if logging.root.manager.disable != saved:
+        logging.disable(saved)
+
+
 def _loggers() -> dict[str, tuple[Any, int, list[Any], bool, bool]]:
     found = {"": (logging.root, logging.root.level, list(logging.root.handlers), True, logging.root.disabled)}
     for name, logger in list(logging.Logger.manager.loggerDict.items()):
@@ -233,16 +255,14 @@ def _loggers() -> dict[str, tuple[Any, int, list[Any], bool, bool]]:
     return found
 
 
-def _restore_logging(snap: Snapshot) -> None:
-    if logging.root.manager.disable != snap.logging_disable:
-        logging.disable(snap.logging_disable)
-    if len(logging.Logger.manager.loggerDict) + 1 != len(snap.loggers):
+def _put_loggers(saved: dict[str, tuple[Any, int, list[Any], bool, bool]]) -> None:
+    if len(logging.Logger.manager.loggerDict) + 1 != len(saved):
         for name, logger in list(logging.Logger.manager.loggerDict.items()):
-            if name not in snap.loggers and isinstance(logger, logging.Logger) and logger.level != logging.NOTSET:
+            if name not in saved and isinstance(logger, logging.Logger) and logger.level != logging.NOTSET:
                 # Made during the test (getLogger(__name__).setLevel(DEBUG)): a fresh process would make
                 # it again with no level of its own. Its handlers are left: libraries add theirs on import.
                 logger.setLevel(logging.NOTSET)
-    for logger, level, handlers, propagate, disabled in snap.loggers.values():
+    for logger, level, handlers, propagate, disabled in saved.values():
         if logger.level != level:
             logger.setLevel(level)
         if logger.handlers != handlers:
@@ -253,17 +273,93 @@ def _restore_logging(snap: Snapshot) -> None:
             logger.disabled = disabled
 
 
-def _restore_signals(snap: Snapshot) -> None:
-    for sig, handler in snap.signals.items():
+# ---- signals -------------------------------------------------------------------------------------
+
+_SIGNALS = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
+
+
+def _put_signals(saved: dict[int, Any]) -> None:
+    for sig, handler in saved.items():
         if handler is None:
             continue  # installed outside Python; nothing Python can put back
         if signal.getsignal(sig) is not handler:
             signal.signal(sig, handler)
-    if snap.timer == 0.0 and signal.getitimer(signal.ITIMER_REAL)[0] != 0.0:
+
+
+def _put_timer(saved: float) -> None:
+    if saved == 0.0 and signal.getitimer(signal.ITIMER_REAL)[0] != 0.0:
         signal.setitimer(signal.ITIMER_REAL, 0)  # an alarm the test left would fire in a later test
 
 
-# ---- torch -------------------------------------------------------------------------------------
+# ---- torch ---------------------------------------------------------------------------------------
+
+# (getter, setter) names in torch._C of the flags torch.backends and torch.* set process-wide; those a
+# torch build lacks are left out. Order matters: the fp32 precisions come before the legacy TF32 flags
+# they imply, so that putting back one does not undo the other.
+_C_FLAGS = ("float32_matmul_precision", "cudnn_enabled", "cudnn_benchmark",
+            "cudnn_deterministic", "cudnn_allow_tf32", "cublas_allow_tf32",
+            "cublas_allow_fp16_reduced_precision_reduction", "cublas_allow_bf16_reduced_precision_reduction",
+            "cublas_allow_fp16_accumulation", "cpu_allow_fp16_reduced_precision_reduction", "mkldnn_enabled",
+            "mkldnn_deterministic", "nnpack_enabled", "deterministic_fill_uninitialized_memory", "warnAlways",
+            "linalg_preferred_backend", "blas_preferred_backend", "math_sdp_allow_fp16_bf16_reduction",
+            "dtensor_allow_implicit_replication", "autograd_fallback_mode")
+_SDP = ("flash", "mem_efficient", "math", "cudnn", "overrideable", "fa3")
+_FP32_PRECISION = (("generic", "all"), ("cuda", "matmul"), ("cuda", "all"), ("mkldnn", "matmul"),
+                   ("mkldnn", "conv"), ("mkldnn", "rnn"), ("mkldnn", "all"), ("cudnn", "conv"), ("cudnn", "rnn"),
+                   ("cudnn", "all"))
+_MODULE_HOOKS = ("_global_buffer_registration_hooks", "_global_module_registration_hooks",
+                 "_global_parameter_registration_hooks", "_global_backward_pre_hooks", "_global_backward_hooks",
+                 "_global_forward_pre_hooks", "_global_forward_hooks", "_global_forward_hooks_always_called",
+                 "_global_forward_hooks_with_kwargs")
+
+_torch_flags: list[tuple[str, Callable[[], Any], Callable[[Any], Any]]] | None = None
+
+
+def _with_torch(get: Callable[[], Any]) -> Callable[[], Any]:
+    """A record function for torch's state: :data:`UNWATCHED` while torch is not imported (nothing to change)."""
+    return lambda: get() if "torch" in sys.modules else UNWATCHED
+
+
+def _default_device() -> Any:
+    import torch
+
+    return getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None)
+
+
+def _put_default_device(saved: Any) -> None:
+    import torch
+
+    if _default_device() is not saved:
+        torch.set_default_device(None)  # the harness records after setting None (rank._reset_state)
+
+
+def _function_modes() -> int:
+    import torch
+
+    return torch._C._len_torch_function_stack()
+
+
+def _pop_function_modes(saved: int) -> None:
+    import torch
+
+    while torch._C._len_torch_function_stack() > saved:
+        torch._C._pop_torch_function_stack()  # a `with SomeMode():` entered and never left
+
+
+def _dispatch_modes() -> int:
+    import torch
+
+    return torch._C._len_torch_dispatch_stack()
+
+
+def _pop_dispatch_modes(saved: int) -> None:
+    import torch
+
+    if torch._C._len_torch_dispatch_stack() > saved:
+        from torch.utils._python_dispatch import _pop_mode
+
+        while torch._C._len_torch_dispatch_stack() > saved:
+            _pop_mode()
 
 
 def _flag_table() -> list[tuple[str, Callable[[], Any], Callable[[Any], Any]]]:
@@ -328,55 +424,74 @@ def _safe(get: Callable[[], Any]) -> Any:
         return None
 
 
-def _torch_state() -> dict[str, Any]:
-    if "torch" not in sys.modules:
-        return {}
-    import torch
-    import torch.nn.modules.module as nn_module
-
-    state: dict[str, Any] = {name: get() for name, get, _ in _flag_table()}
-    state["default device"] = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None)
-    state["function modes"] = torch._C._len_torch_function_stack()
-    state["dispatch modes"] = torch._C._len_torch_dispatch_stack()
-    state["print options"] = dict(vars(torch._tensor_str.PRINT_OPTS))
-    state["module hooks"] = {name: list(getattr(nn_module, name)) for name in _MODULE_HOOKS if hasattr(nn_module, name)}
-    state["full backward hook"] = getattr(nn_module, "_global_is_full_backward_hook", None)
-    if "torch._dynamo" in sys.modules:
-        state["dynamo frames"] = sys.modules["torch._dynamo"].convert_frame.FRAME_COUNTER
-    return state
+def _flags() -> dict[str, Any]:
+    return {name: get() for name, get, _ in _flag_table()}
 
 
-def _restore_torch(snap: Snapshot) -> None:
-    if not snap.torch:
-        return
-    import torch
-    import torch.nn.modules.module as nn_module
-
-    saved = snap.torch
-    if getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None) is not saved["default device"]:
-        torch.set_default_device(None)  # the harness records after setting None (rank._reset_state)
-    while torch._C._len_torch_function_stack() > saved["function modes"]:
-        torch._C._pop_torch_function_stack()  # a `with SomeMode():` entered and never left
-    if torch._C._len_torch_dispatch_stack() > saved["dispatch modes"]:
-        from torch.utils._python_dispatch import _pop_mode
-
-        while torch._C._len_torch_dispatch_stack() > saved["dispatch modes"]:
-            _pop_mode()
+def _put_flags(saved: dict[str, Any]) -> None:
     for name, get, put in _flag_table():
         # Read again just before writing: putting back one flag may already have put back another.
         if name in saved and get() != saved[name]:
             put(saved[name])
+
+
+def _print_options() -> dict[str, Any]:
+    import torch
+
+    return dict(vars(torch._tensor_str.PRINT_OPTS))
+
+
+def _put_print_options(saved: dict[str, Any]) -> None:
+    import torch
+
     opts = torch._tensor_str.PRINT_OPTS
-    if vars(opts) != saved["print options"]:
-        vars(opts).update(saved["print options"])
-    for name, keys in saved["module hooks"].items():
+    if vars(opts) != saved:
+        vars(opts).update(saved)
+
+
+def _module_hooks() -> tuple[dict[str, list[Any]], Any]:
+    import torch.nn.modules.module as nn_module
+
+    hooks = {name: list(getattr(nn_module, name)) for name in _MODULE_HOOKS if hasattr(nn_module, name)}
+    return hooks, getattr(nn_module, "_global_is_full_backward_hook", None)
+
+
+def _put_module_hooks(saved: tuple[dict[str, list[Any]], Any]) -> None:
+    import torch.nn.modules.module as nn_module
+
+    keys_before, full_backward = saved
+    for name, keys in keys_before.items():
         hooks = getattr(nn_module, name)
         for key in [k for k in hooks if k not in keys]:
             del hooks[key]
-    if getattr(nn_module, "_global_is_full_backward_hook", None) != saved["full backward hook"]:
-        nn_module._global_is_full_backward_hook = saved["full backward hook"]
-    if torch.cuda.is_initialized():
-        torch.cuda.reset_peak_memory_stats()  # peak-memory assertions measure this test alone
+    if getattr(nn_module, "_global_is_full_backward_hook", None) != full_backward:
+        nn_module._global_is_full_backward_hook = full_backward
+
+
+# ---- torch.compile -------------------------------------------------------------------------------
+
+# torch.compile's configs: restored entry by entry (their values live in ContextVars of the main thread).
+_CONFIGS = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
+_MISSING = object()
+
+
+def _dynamo_frames() -> int:
+    """Frames dynamo has compiled in this process (0 before it is imported)."""
+    dynamo = sys.modules.get("torch._dynamo")
+    return dynamo.convert_frame.FRAME_COUNTER if dynamo is not None else 0
+
+
+def _reset_dynamo(saved: int) -> None:
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None and dynamo.convert_frame.FRAME_COUNTER != saved:
+        # The test compiled something: a fresh process has no compiled code, no guards, and no
+        # compiles counted toward recompile limits.
+        dynamo.reset()
+        dynamo.utils.counters.clear()
+
+
+def _configs() -> dict[str, dict[str, Any]]:
+    return {name: _config_values(sys.modules[name]) for name in _CONFIGS if name in sys.modules}
 
 
 def _config_values(config: Any) -> dict[str, Any]:
@@ -392,22 +507,16 @@ def _override(entry: Any) -> Any:
     return value.get() if isinstance(value, contextvars.ContextVar) else value
 
 
-def _restore_compile(snap: Snapshot) -> None:
-    dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is None and not any(name in sys.modules for name in _CONFIGS):
+def _put_configs(saved_configs: dict[str, dict[str, Any]]) -> None:
+    if not any(name in sys.modules for name in _CONFIGS):
         return
     from torch.utils._config_module import _UNSET_SENTINEL as unset
 
-    if dynamo is not None and dynamo.convert_frame.FRAME_COUNTER != snap.torch.get("dynamo frames", 0):
-        # The test compiled something: a fresh process has no compiled code, no guards, and no
-        # compiles counted toward recompile limits.
-        dynamo.reset()
-        dynamo.utils.counters.clear()
     for name in _CONFIGS:
         config = sys.modules.get(name)
         if config is None:
             continue
-        saved = snap.configs.get(name)
+        saved = saved_configs.get(name)
         for key, entry in config._config.items():
             if entry.alias is not None:
                 continue
@@ -427,7 +536,14 @@ def _restore_compile(snap: Snapshot) -> None:
                 setattr(config, key, was)
 
 
-# ---- what cannot be put back ---------------------------------------------------------------------
+# ---- what cannot be put back: checked, and the ranks replaced --------------------------------------
+
+# Modules and classes whose functions tests replace ("dist.all_reduce = spy"). Only those already
+# imported when a test starts are watched; additions (lazy submodules, caches) are never reported.
+_WATCHED = ("torch", "torch.Tensor", "torch.nn.Module", "torch.nn.functional", "torch.autograd", "torch.cuda",
+            "torch.distributed", "torch.distributed.distributed_c10d", "torch.distributed.device_mesh",
+            "torch.distributed.fsdp", "torch.distributed.tensor", "torch.utils.checkpoint")
+_THREAD_GRACE = 0.5  # seconds threads a test started get to finish before they count as left running
 
 
 def _modules() -> dict[str, tuple[Any, dict[str, Any]]]:
@@ -448,9 +564,9 @@ def _lookup(name: str) -> Any:
     return getattr(owner, attr, None) if owner is not None else None
 
 
-def _check_modules(snap: Snapshot) -> list[str]:
+def _replaced(saved: dict[str, tuple[Any, dict[str, Any]]]) -> list[str]:
     left = []
-    for name, (obj, before) in snap.modules.items():
+    for name, (obj, before) in saved.items():
         now = vars(obj)
         for attr, old in before.items():
             new = now.get(attr, _MISSING)
@@ -478,8 +594,12 @@ def _torch_dir() -> str:
     return os.path.dirname(sys.modules["torch"].__file__) + os.sep
 
 
-def _check_threads(snap: Snapshot) -> list[str]:
-    started = [t for t in threading.enumerate() if t.ident not in snap.threads and t.is_alive()]
+def _thread_ids() -> set[int]:
+    return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+
+def _threads_left(saved: set[int]) -> list[str]:
+    started = [t for t in threading.enumerate() if t.ident not in saved and t.is_alive()]
     deadline = time.monotonic() + _THREAD_GRACE
     for t in started:
         t.join(max(0.0, deadline - time.monotonic()))
@@ -498,75 +618,40 @@ def _idle_pool_worker(thread: threading.Thread) -> bool:
         os.path.join("concurrent", "futures", "thread.py"))
 
 
-def _children(pid: int) -> list[int]:
-    """Live child processes of ``pid`` (any of its threads); zombies included."""
-    pids: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return pids
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                pids += [int(p) for p in f.read().split()]
-        except OSError:
-            continue  # the thread ended, or a kernel without /proc/<pid>/task/<tid>/children
-    return pids
+# ---- the table -----------------------------------------------------------------------------------
 
-
-def _process_info(pid: int) -> tuple[str, str]:
-    """(state letter, command line) of a process; ("", "") when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rpartition(")")[2].split()[0]
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except (OSError, IndexError):
-        return "", ""
-    return state, cmd
-
-
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        kids = _children(todo.pop())
-        found += kids
-        todo += kids
-    return found
-
-
-def _check_children(snap: Snapshot) -> list[str]:
-    left = []
-    own_cmd = _process_info(os.getpid())[1]
-    for pid in _children(os.getpid()):
-        if pid in snap.children:
-            continue
-        state, cmd = _process_info(pid)
-        if state in ("", "Z", "X"):
-            _reap(pid)  # it ended; only its exit status was left to collect
-            continue
-        if any(marker in cmd for marker in _LIBRARY_CHILDREN):
-            continue
-        tree = [pid] + _descendants(pid)
-        for p in tree:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
-        _reap(pid)
-        shown = "a fork of this rank" if cmd == own_cmd else f"`{cmd[:80]}{'...' if len(cmd) > 80 else ''}`"
-        # how many it had started varies from moment to moment (and from rank to rank): not part of the text
-        left.append(f"child process {shown} left running; killed, with any processes it started")
-    return left
-
-
-def _reap(pid: int) -> None:
-    deadline = time.monotonic() + 2.0
-    while True:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return  # reaped already (the test's Popen object, or SIGCHLD ignored)
-        if done or time.monotonic() > deadline:
-            return
-        time.sleep(0.01)
+#: Every kind of state a test may change, in the order :func:`restore` puts them back (torch's modes
+#: and flags before the torch.compile state, the Python state after both) and then checks them.
+RESOURCES: tuple[Resource, ...] = (
+    # torch: put back
+    Resource("torch default device", _with_torch(_default_device), _put_default_device),
+    Resource("torch function modes", _with_torch(_function_modes), _pop_function_modes),
+    Resource("torch dispatch modes", _with_torch(_dispatch_modes), _pop_dispatch_modes),
+    Resource("torch flags", _with_torch(_flags), _put_flags),
+    Resource("torch print options", _with_torch(_print_options), _put_print_options),
+    Resource("nn.Module global hooks", _with_torch(_module_hooks), _put_module_hooks),
+    Resource("CUDA memory statistics", _with_torch(lambda: None), lambda saved: cuda_state.reset_statistics()),
+    # torch.compile: put back
+    Resource("torch._dynamo caches", _dynamo_frames, _reset_dynamo),
+    Resource("torch.compile configs", _configs, _put_configs),
+    # Python: put back
+    Resource("os.environ", os.environ.copy, _put_environ),
+    Resource("cwd", _getcwd, _put_cwd),
+    *(_sys_list(name) for name in ("path", "meta_path", "path_hooks", "argv")),
+    *(_sys_attr(name) for name in _SYS_ATTRS),
+    Resource("sys.settrace / setprofile", lambda: (sys.gettrace(), sys.getprofile()), _put_trace),
+    Resource("sys.setrecursionlimit", sys.getrecursionlimit, _put_recursion_limit),
+    Resource("gc", lambda: (gc.isenabled(), gc.get_threshold()), _put_gc),
+    Resource("umask", _get_umask, os.umask),
+    Resource("socket.setdefaulttimeout", socket.getdefaulttimeout, _put_socket_timeout),
+    Resource("warnings", lambda: (list(warnings.filters), warnings.showwarning, warnings.formatwarning),
+             _put_warnings),
+    Resource("logging.disable", lambda: logging.root.manager.disable, _put_logging_disable),
+    Resource("loggers", _loggers, _put_loggers),
+    Resource("signal handlers", lambda: {s: signal.getsignal(s) for s in _SIGNALS}, _put_signals),
+    Resource("interval timer", lambda: signal.getitimer(signal.ITIMER_REAL)[0], _put_timer),
+    # cannot be put back: checked
+    Resource("torch functions", _modules, check=_replaced),
+    Resource("child processes", child_processes.running, check=child_processes.kill_left),
+    Resource("threads", _thread_ids, check=_threads_left),
+)

@@ -16,13 +16,15 @@ import atexit
 from typing import Any
 
 from harness.config import Settings, settings as environment_settings
+from harness.hypothesis_support import check_profile, profile_name
 from harness.notes import Notes
 
 __all__ = ["Run", "run_for", "default_run"]
 
 
 class Run:
-    """One run: ``settings`` (fixed, or read from the environment when None), ``worlds``, ``notes``.
+    """One run: ``settings`` (fixed, or read from the environment when None), ``worlds``, ``notes``, and the
+    hypothesis profile its ``@given`` tests use (``hypothesis_profile``: the entry point's choice, or None).
 
     Example::
 
@@ -33,8 +35,9 @@ class Run:
         print(run.notes.end_of_run_lines())
     """
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, hypothesis_profile: str | None = None) -> None:
         self._settings = settings
+        self._hypothesis_profile = check_profile(hypothesis_profile) if hypothesis_profile else None
         self.notes = Notes()
         self._worlds: Any = None
 
@@ -49,6 +52,12 @@ class Run:
     def settings(self) -> Settings:
         """The settings in force: the entry point's, else the ``HARNESS_*`` environment as it is now."""
         return self._settings if self._settings is not None else environment_settings()
+
+    @property
+    def hypothesis_profile(self) -> str:
+        """The hypothesis profile of this run's ``@given`` tests: the entry point's choice, else
+        ``HYPOTHESIS_PROFILE`` as it is now, else ``ci`` under CI, else ``dev`` (harness.hypothesis_support)."""
+        return profile_name(self._hypothesis_profile)
 
     @property
     def worlds(self) -> Any:

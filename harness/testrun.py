@@ -282,7 +282,7 @@ def drive(test: unittest.TestCase, testrun: TestRun,
         verdict.report(test, testrun, last, kwargs)
 
     try:
-        run_given(testrun.fn, test, example)
+        run_given(testrun.fn, test, example, testrun.run.hypothesis_profile)
     except RankAbort as abort:
         raise abort.error from None
     # Every example passed: show the last one's subtests (their skips and reasons) as subtests.

@@ -79,7 +79,7 @@ def _apply(options: Options) -> Settings:
     if not options.triage:
         values["triage"] = False
     if options.hypothesis_profile:
-        hypothesis_support.choose_profile(options.hypothesis_profile)
+        hypothesis_support.check_profile(options.hypothesis_profile)  # the run takes it (harness.run.Run)
     return config.settings(**values)
 
 
@@ -148,7 +148,7 @@ def _header(plan: Plan) -> str:
     conf = plan.settings
     return (f"distharness: {len(plan.tests)} tests from {_modules(plan)} modules ({plan.options.where}); "
             f"torch {torch.__version__}, device={conf.device}, reuse={int(conf.reuse)}, "
-            f"hypothesis profile={profile_name()}")
+            f"hypothesis profile={profile_name(plan.options.hypothesis_profile)}")
 
 
 def _parallel(plan: Plan) -> bool:
@@ -171,13 +171,14 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
         from harness.hypothesis_support import profile_name
         from harness.runner.jobs import run_jobs
 
-        outcome = run_jobs(options, profile_name(), tests, options.jobs, load_times(options.times_file), out)
+        outcome = run_jobs(options, profile_name(options.hypothesis_profile), tests, options.jobs,
+                           load_times(options.times_file), out)
         entries, notes, ran, interrupted = outcome.entries, outcome.notes, outcome.started, outcome.interrupted
         class_seconds = outcome.class_seconds
     else:
         from harness.run import Run
 
-        run = Run(plan.settings)
+        run = Run(plan.settings, options.hypothesis_profile)
         result = RunnerResult(console, buffer=options.buffer, failfast=options.failfast, keep_output=options.verbose,
                               run=run)
         result.startTestRun()
