@@ -11,6 +11,9 @@ the JUnit XML. The ranks meet between ``run_subtests`` combinations through the 
 rules (``protocol.meeting_call``, and ``harness.grace`` for HARNESS_PEER_GRACE). A watchdog thread turns
 a hang into a reported timeout with the stacks and ends the job; a rank that dies makes torchrun stop
 the job, and rank 0 says which test was running.
+
+The run that needs ranks first makes the job (harness.run.Run.worlds) and holds it: a process joins
+torchrun's rendezvous once.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ from harness.protocol import Done, Go, Meet, Stop, Task, meeting_call
 from harness.rank import RankContext, run_task, take_gpu, write_to_real_stderr
 from harness.world import World, Worlds
 
-__all__ = ["launched", "launched_rank", "launched_job", "LaunchedJob", "main_module_entry", "report_stream"]
+__all__ = ["launched", "launched_rank", "LaunchedJob", "main_module_entry", "report_stream"]
 
 # Frames of this module are hidden from unittest's tracebacks.
 __unittest = True
@@ -109,16 +112,29 @@ _NEVER_ARRIVED = math.inf
 
 
 class LaunchedJob(World, Worlds):
-    """This process's place in the launched world, made once (:func:`launched_job`): the run's only world.
+    """This process's place in the launched world: the only world of the run that holds it (harness.run).
+
+    A process is one rank of one torchrun job and joins its rendezvous once: the first run of the process
+    that needs ranks makes the job (with that run's settings ``conf``: the placement and the ranks' settings
+    are the job's, for its whole life) and holds it; a second one in the same process is refused.
 
     Its placement is decided for the node's local ranks: one GPU per local rank on NCCL, else the local
     ranks share the node's GPUs over gloo, else CPU (harness.placement).
     """
 
+    #: a LaunchedJob was made in this process (it joined torchrun's rendezvous): the only state kept on the
+    #: class, because a second rendezvous of the same rank cannot work
+    _joined = False
+
     def __init__(self, conf: Settings) -> None:
         import torch
         import torch.distributed as dist
 
+        if LaunchedJob._joined:
+            raise HarnessError(
+                "this process already joined its torchrun job for another harness run (harness.run.Run): a "
+                "launched rank belongs to one run; hand that run to every test (run.attach(result)) instead of "
+                "making a second one")
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ["LOCAL_RANK"])
@@ -135,6 +151,7 @@ class LaunchedJob(World, Worlds):
         if conf.threads:
             torch.set_num_threads(conf.threads)
         store, _, _ = next(dist.rendezvous("env://", self.rank, self.world_size))
+        LaunchedJob._joined = True
         self.store = JobStore(dist.PrefixStore("harness", store))
         self.steps = Steps()  # every rank numbers its steps the same: see Steps for the invariant
         self.run_id = os.environ.get("TORCHELASTIC_RUN_ID", "") or os.environ.get("MASTER_PORT", "")
@@ -451,17 +468,6 @@ class LaunchedJob(World, Worlds):
             write_to_real_stderr(f"\nharness: torchrun stopped the job (signal {signum}) between tests\n")
         self._set_done()
         os._exit(128 + signum)
-
-
-_job: list[LaunchedJob] = []  # made once per launched process, at its first test
-
-
-def launched_job(conf: Settings) -> LaunchedJob:
-    """This process's launched world (it joins torchrun's rendezvous the first time, with the first run's
-    settings ``conf``: the placement and the ranks' settings are the job's, for its whole life)."""
-    if not _job:
-        _job.append(LaunchedJob(conf))
-    return _job[0]
 
 
 def main_module_entry(argv: list[str] | None, runner_class: type = unittest.TextTestRunner) -> None:
