@@ -134,5 +134,19 @@ class TestArrivalOrder(unittest.TestCase):
         self.assertEqual(arrival.known(), 1.0)
 
 
+class TestOneJobAProcess(unittest.TestCase):
+    def test_a_second_run_in_a_launched_process_is_refused_with_the_fix(self):
+        # A rank joins torchrun's rendezvous once (harness.run.Run.worlds makes the job): a second run that asks
+        # for ranks is told to share the first, before it touches the environment or the store.
+        from harness.config import settings
+        from harness.errors import HarnessError
+        from harness.torchrun import LaunchedJob
+
+        self.addCleanup(setattr, LaunchedJob, "_joined", LaunchedJob._joined)
+        LaunchedJob._joined = True
+        with self.assertRaisesRegex(HarnessError, r"already joined its torchrun job .* hand that run to every test"):
+            LaunchedJob(settings())
+
+
 if __name__ == "__main__":
     unittest.main()
