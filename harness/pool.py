@@ -25,6 +25,7 @@ from typing import Any, Iterator
 from harness import collectives, template
 from harness.config import Settings
 from harness.errors import HarnessError
+from harness.grace import PeerGrace, Trouble
 from harness.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
                              read_bounded, tidy_stack)
 from harness.placement import Placement, choose_placement
@@ -242,125 +243,145 @@ class RankPool(World):
             raise
 
     def _run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
+        """Send the task, take what the ranks say until every rank's test ended or the time ran out (the
+        deadline, or the peer grace once one rank's trouble started it), then make every rank's result."""
         offsets = self._stack_offsets()
-        for r, conn in enumerate(self.conns):
+        self._send_all(task)
+        test = _InFlight(self.world_size, time.monotonic(), timeout, PeerGrace(peer_grace))
+        while test.pending:
+            ready = self._wait_for_news(test)
+            now = time.monotonic()
+            if not ready:
+                if now >= test.grace.limit(test.deadline):
+                    break
+                self._look_for_stuck_peers(test, now)
+                continue
+            for r in ready:
+                message = self._receive(r, offsets[r]) if r in test.pending else None
+                if message is not None:  # None: the sentinel fired but data is still in the pipe; read it next round
+                    self._take(test, r, message, now)
+            self._answer_meeting(test)
+        return self._results(test)
+
+    def _send_all(self, task: Task) -> None:
+        for conn in self.conns:
             try:
                 conn.send(task)
             except (BrokenPipeError, OSError):
-                pass  # its death is picked up below
-        started = time.monotonic()
-        deadline = started + timeout
-        results: dict[int, RankResult] = {}
-        pending = set(range(self.world_size))
-        meeting: dict[int, int] = {}  # rank -> run_subtests meeting it waits at
-        reported: dict[int, list[SubtestOutcome]] = {r: [] for r in range(self.world_size)}
-        failing: dict[int, RankResult] = {}  # a rank's failure as it happened, before its tearDown ran
-        # (when, rank, what happened there, came from a subtest meeting)
-        trouble: tuple[float, int, str, bool] | None = None
-        check_at: float | None = None  # when to look whether a returned rank left its peers waiting forever
-        while pending:
-            limit = deadline if trouble is None else min(deadline, trouble[0] + peer_grace)
-            wake = limit if check_at is None or trouble is not None else min(limit, check_at)
-            waitables = {}
-            for r in pending:
-                waitables[self.conns[r]] = r
-                waitables[self.procs[r].sentinel] = r
-            ready = multiprocessing.connection.wait(list(waitables), timeout=max(0.0, wake - time.monotonic()))
-            now = time.monotonic()
-            if not ready:
-                if now >= limit:
-                    break
-                if check_at is not None and trouble is None and now >= check_at:
-                    # A rank's test ended while its peers' goes on: a peer that waits in a collective or a group's
-                    # creation that the returned rank can never join waits forever: the grace starts now.
-                    found = self._never_ending(results, pending)
-                    check_at = time.monotonic() + RECHECK
-                    if found:
-                        r = min(found)
-                        trouble = (time.monotonic(), r, found[r], False)
-                continue
-            for obj in ready:
-                r = waitables[obj]
-                if r not in pending:
-                    continue
-                message = self._receive(r, offsets[r])
-                if message is None:
-                    continue  # sentinel fired but data is still in the pipe; read it next round
-                if isinstance(message, Failing):
-                    # the test failed in that rank; its tearDown and cleanups still run: the peers' grace
-                    # starts now, whether or not that rank then waits for them (in a tearDown collective)
-                    failing[r] = message.result
-                    failing[r].arrived = now
-                    if trouble is None:
-                        trouble = (now, r, f"rank {r} failed", False)
-                    continue
-                if isinstance(message, Meet):
-                    meeting[r] = message.index
-                    reported[r].append(message.outcome)
-                    if trouble is None and message.outcome.status != PASSED:
-                        what = "was skipped" if message.outcome.status == SKIPPED else "failed"
-                        trouble = (now, r, f"rank {r}'s subtest ({message.outcome.label}) {what}", True)
-                    continue
-                result = message.result if isinstance(message, Done) else message  # a RankResult: it died
-                result.arrived = now
-                if not result.subtests:
-                    result.subtests = reported[r]  # a rank that died: what it said at the meetings
-                results[r] = result
-                pending.discard(r)
-                meeting.pop(r, None)
-                if result.status == CRASHED:
-                    self.broken = True
-                if trouble is None and result.is_bad:
-                    trouble = (now, r, f"rank {r} {'died' if result.status == CRASHED else 'failed'}", False)
-                elif trouble is None and result.status == SKIPPED and pending:
-                    # a rank that skips while its peers wait for it in a collective must not cost the timeout
-                    trouble = (now, r, f"rank {r} skipped the test", False)
-                if pending and check_at is None:
-                    check_at = now + SETTLE
-            call = meeting_call(self.world_size, meeting, set(range(self.world_size)) - pending)
-            if call is not None:
-                for r in meeting:
-                    self._reply(r, call)
-                if isinstance(call, Go) and trouble is not None and trouble[3]:
-                    trouble = None  # every rank got through that combination: nothing is stuck
-                meeting.clear()
-        went_wrong = bool(pending) or any(r.is_bad for r in results.values())
+                pass  # its death is picked up by _run
+
+    def _wait_for_news(self, test: _InFlight) -> list[int]:
+        """The ranks still in the test that said something or died, in the time left before the grace or the
+        deadline ends (or the next look at stuck peers); [] when that time passed first."""
+        limit = test.grace.limit(test.deadline)
+        wake = limit if test.check_at is None or test.grace.running else min(limit, test.check_at)
+        waitables = {}
+        for r in test.pending:
+            waitables[self.conns[r]] = r
+            waitables[self.procs[r].sentinel] = r
+        ready = multiprocessing.connection.wait(list(waitables), timeout=max(0.0, wake - time.monotonic()))
+        return sorted({waitables[obj] for obj in ready})
+
+    def _look_for_stuck_peers(self, test: _InFlight, now: float) -> None:
+        """A rank's test ended while its peers' goes on: a peer that waits in a collective or a group's
+        creation that the returned rank can never join waits forever: the grace starts now."""
+        if test.check_at is None or test.grace.running or now < test.check_at:
+            return
+        found = self._never_ending(test.results, test.pending)
+        test.check_at = time.monotonic() + RECHECK
+        if found:
+            r = min(found)
+            test.grace.start(Trouble(time.monotonic(), r, found[r]))
+
+    def _take(self, test: _InFlight, r: int, message: Any, now: float) -> None:
+        """Rank ``r`` said ``message`` (protocol.FromRank), or died (a RankResult), at ``now``."""
+        if isinstance(message, Failing):
+            # the test failed in that rank; its tearDown and cleanups still run: the peers' grace
+            # starts now, whether or not that rank then waits for them (in a tearDown collective)
+            test.failing[r] = message.result
+            test.failing[r].arrived = now
+            test.grace.start(Trouble(now, r, f"rank {r} failed"))
+            return
+        if isinstance(message, Meet):
+            test.meeting[r] = message.index
+            test.reported[r].append(message.outcome)
+            if message.outcome.status != PASSED:
+                what = "was skipped" if message.outcome.status == SKIPPED else "failed"
+                test.grace.start(Trouble(now, r, f"rank {r}'s subtest ({message.outcome.label}) {what}", True))
+            return
+        result = message.result if isinstance(message, Done) else message  # a RankResult: it died
+        result.arrived = now
+        if not result.subtests:
+            result.subtests = test.reported[r]  # a rank that died: what it said at the meetings
+        test.results[r] = result
+        test.pending.discard(r)
+        test.meeting.pop(r, None)
+        if result.status == CRASHED:
+            self.broken = True
+        if result.is_bad:
+            test.grace.start(Trouble(now, r, f"rank {r} {'died' if result.status == CRASHED else 'failed'}"))
+        elif result.status == SKIPPED and test.pending:
+            # a rank that skips while its peers wait for it in a collective must not cost the timeout
+            test.grace.start(Trouble(now, r, f"rank {r} skipped the test"))
+        if test.pending and test.check_at is None:
+            test.check_at = now + SETTLE
+
+    def _answer_meeting(self, test: _InFlight) -> None:
+        """Tell the ranks waiting at a run_subtests meeting to go on or stop, once the rule decides."""
+        call = meeting_call(self.world_size, test.meeting, set(range(self.world_size)) - test.pending)
+        if call is None:
+            return
+        for r in test.meeting:
+            self._reply(r, call)
+        if isinstance(call, Go):
+            test.grace.got_through()  # every rank got through that combination: nothing is stuck
+        test.meeting.clear()
+
+    def _results(self, test: _InFlight) -> list[RankResult]:
+        """Every rank's result: the ones that came, and for the ranks still running (stopped now: past the
+        grace or the deadline) what they were doing."""
+        went_wrong = bool(test.pending) or any(r.is_bad for r in test.results.values())
         # each live rank's collectives in the test, before any is stopped (harness.collectives)
         dumps = collectives.request_dumps(self.dir, [r for r in range(self.world_size) if self.procs[r].is_alive()]
                                           ) if went_wrong else {}
-        if pending:
-            self.broken = True
-            stacks = self.dump_stacks(sorted(pending))
-            elapsed = time.monotonic() - started
-            for r in sorted(pending):
-                if trouble is not None and time.monotonic() < deadline:
-                    if r in meeting:
-                        message = f"stopped while it waited for the other ranks after {trouble[2]}"
-                    else:
-                        message = (f"still running {time.monotonic() - trouble[0]:.1f} s after {trouble[2]}; "
-                                   "stopped (HARNESS_PEER_GRACE)")
-                    status = KILLED
-                else:
-                    message = f"timed out after {elapsed:.0f} s (raise the class's `timeout` or set HARNESS_TIMEOUT)"
-                    status = TIMEOUT
-                results[r] = RankResult(rank=r, status=status, message=message, stack=stacks.get(r, ""),
-                                        subtests=reported[r], output=self._output(r),
-                                        arrived=time.monotonic(), desync=bool(trouble and trouble[3]),
-                                        at_meeting=r in meeting)
-                if r in failing:  # it failed, then never finished its tearDown: report the failure itself
-                    early = failing[r]
-                    stack = stacks.get(r, "").rstrip()
-                    early.traceback = (early.traceback.rstrip() + f"\n\nAfter this failure the rank did not finish "
-                                       f"(tearDown, cleanups) and was stopped: {message}"
-                                       + (f"\nIts stack then (faulthandler):\n{stack}" if stack else ""))
-                    early.subtests = early.subtests or reported[r]
-                    early.output = self._output(r)
-                    results[r] = early
+        if test.pending:
+            self._stop_pending(test)
         for r, dump in dumps.items():
-            results[r].collectives = dump
+            test.results[r].collectives = dump
         if self.broken:
             self.close()
-        return [results[r] for r in range(self.world_size)]
+        return [test.results[r] for r in range(self.world_size)]
+
+    def _stop_pending(self, test: _InFlight) -> None:
+        """Results for the ranks that never finished: killed after a peer's trouble (the grace ran out), or
+        timed out; a rank that had said it failed keeps that failure, with how it ended."""
+        self.broken = True
+        stacks = self.dump_stacks(sorted(test.pending))
+        elapsed = time.monotonic() - test.started
+        trouble = test.grace.trouble
+        for r in sorted(test.pending):
+            if trouble is not None and time.monotonic() < test.deadline:
+                if r in test.meeting:
+                    message = test.grace.stopped_at_meeting()
+                else:
+                    message = test.grace.overran(time.monotonic())
+                status = KILLED
+            else:
+                message = f"timed out after {elapsed:.0f} s (raise the class's `timeout` or set HARNESS_TIMEOUT)"
+                status = TIMEOUT
+            test.results[r] = RankResult(rank=r, status=status, message=message, stack=stacks.get(r, ""),
+                                         subtests=test.reported[r], output=self._output(r),
+                                         arrived=time.monotonic(), desync=bool(trouble and trouble.at_meeting),
+                                         at_meeting=r in test.meeting)
+            if r in test.failing:  # it failed, then never finished its tearDown: report the failure itself
+                early = test.failing[r]
+                stack = stacks.get(r, "").rstrip()
+                early.traceback = (early.traceback.rstrip() + f"\n\nAfter this failure the rank did not finish "
+                                   f"(tearDown, cleanups) and was stopped: {message}"
+                                   + (f"\nIts stack then (faulthandler):\n{stack}" if stack else ""))
+                early.subtests = early.subtests or test.reported[r]
+                early.output = self._output(r)
+                test.results[r] = early
 
     def _never_ending(self, results: dict[int, RankResult], pending: set[int]) -> dict[int, str]:
         """Ranks in ``pending`` that wait for what a rank whose test ended can never do (harness.collectives:
@@ -420,6 +441,30 @@ class RankPool(World):
         self.broken = True
         _LIVE.discard(self)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@dataclasses.dataclass
+class _InFlight:
+    """One test on a pool while the parent waits for its ranks: what each said so far, and its limits."""
+
+    world_size: int
+    started: float  # time.monotonic()
+    timeout: float
+    grace: PeerGrace  # HARNESS_PEER_GRACE, once some rank's trouble started it
+    results: dict[int, RankResult] = dataclasses.field(default_factory=dict)
+    pending: set[int] = dataclasses.field(default_factory=set)  # ranks whose test has not ended
+    meeting: dict[int, int] = dataclasses.field(default_factory=dict)  # rank -> run_subtests meeting it waits at
+    reported: dict[int, list[SubtestOutcome]] = dataclasses.field(default_factory=dict)  # what it said at meetings
+    failing: dict[int, RankResult] = dataclasses.field(default_factory=dict)  # a failure before its tearDown ran
+    check_at: float | None = None  # when to look whether a returned rank left its peers waiting forever
+
+    def __post_init__(self) -> None:
+        self.pending = set(range(self.world_size))
+        self.reported = {r: [] for r in range(self.world_size)}
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.timeout
 
 
 class _ForkFailed(Exception):

@@ -62,12 +62,13 @@ class Run:
     @property
     def worlds(self) -> Any:
         """Where this run's tests get their ranks (harness.world.Worlds): the rank pools it spawns, or
-        torchrun's launched ranks when this process is one of them."""
+        torchrun's launched job when this process is one of its ranks (made here, with this run's settings,
+        and held by this run alone: a process joins its job once)."""
         if self._worlds is None:
             from harness import torchrun
 
             if torchrun.launched():
-                self._worlds = torchrun.launched_job(self.settings)
+                self._worlds = torchrun.LaunchedJob(self.settings)
             else:
                 from harness.pool import Pools
 

@@ -5,11 +5,15 @@ torchrun's store instead of pipes. When torchrun (torch.distributed.elastic) set
 ``WORLD_SIZE``, ``LOCAL_RANK`` and ``MASTER_ADDR``/``MASTER_PORT``, every process runs the same tests
 in the same order. Each runs the body as its rank (the same ``rank.run_task`` a pool worker uses) on
 the process group from ``env://``, publishes its RankResult in the store (a side channel: a broken
-collective cannot block it), and reads every other rank's, so every rank reaches the same verdict
-(harness.verdict); rank 0 alone prints it and writes the JUnit XML. The ranks meet between
-``run_subtests`` combinations through the store, by the pool's rule (``protocol.meeting_call``). A
-watchdog thread turns a hang into a reported timeout with the stacks and ends the job; a rank that
-dies makes torchrun stop the job, and rank 0 says which test was running.
+collective cannot block it; typed messages under one key scheme, harness.job_store), and reads every
+other rank's, so every rank reaches the same verdict (harness.verdict); rank 0 alone prints it and writes
+the JUnit XML. The ranks meet between ``run_subtests`` combinations through the store, by the pool's
+rules (``protocol.meeting_call``, and ``harness.grace`` for HARNESS_PEER_GRACE). A watchdog thread turns
+a hang into a reported timeout with the stacks and ends the job; a rank that dies makes torchrun stop
+the job, and rank 0 says which test was running.
+
+The run that needs ranks first makes the job (harness.run.Run.worlds) and holds it: a process joins
+torchrun's rendezvous once.
 """
 from __future__ import annotations
 
@@ -17,8 +21,8 @@ import atexit
 import contextlib
 import dataclasses
 import faulthandler
+import math
 import os
-import pickle
 import shutil
 import signal
 import sys
@@ -32,13 +36,15 @@ from harness import collectives
 from harness.comms import ProcessGroupKeeper
 from harness.config import Settings
 from harness.errors import HarnessError, RankError
+from harness.grace import PeerGrace, Trouble
+from harness.job_store import Collectives, Example, JobOver, JobStore, Keys, Leaving, Seed, Steps, TempDir
 from harness.outcome import PASSED, TIMEOUT, RankResult, merge, tidy_stack
 from harness.placement import Placement, choose_placement
-from harness.protocol import Go, Stop, Task, meeting_call
+from harness.protocol import Done, Go, Meet, Stop, Task, meeting_call
 from harness.rank import RankContext, run_task, take_gpu, write_to_real_stderr
 from harness.world import World, Worlds
 
-__all__ = ["launched", "launched_rank", "launched_job", "LaunchedJob", "main_module_entry", "report_stream"]
+__all__ = ["launched", "launched_rank", "LaunchedJob", "main_module_entry", "report_stream"]
 
 # Frames of this module are hidden from unittest's tracebacks.
 __unittest = True
@@ -63,17 +69,72 @@ def report_stream() -> Any:
     return open(os.devnull, "w")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Running:
+    """The test under way on this rank, as the watchdog sees it."""
+
+    keys: Keys
+    test_id: str
+    deadline: float  # time.monotonic()
+    timeout: float
+    grace: PeerGrace
+
+
+class _Arrival:
+    """When this rank's failure (or its result) became known, as a number every rank can compare.
+
+    The ranks' clocks are not one clock (two nodes), but the job's store is one: each rank takes the next
+    number of the test's counter (``Keys.arrivals``) when its test fails (``RankContext.notice``, before its
+    tearDown runs, as a pool's rank sends ``Failing``) or else when its result is ready. The number goes
+    into ``RankResult.arrived``, so that the verdict names the rank that failed first as the root cause,
+    as it does for a pool (harness.outcome.order_by_cause), instead of the lowest rank.
+    """
+
+    def __init__(self, store: JobStore, keys: Keys) -> None:
+        self.store = store
+        self.keys = keys
+        self.number: int | None = None
+
+    def failing(self, result: RankResult) -> None:
+        """The test failed here (the rank's notice; its tearDown and cleanups still run)."""
+        if self.number is None:
+            self.number = self.store.ticket(self.keys.arrivals)
+
+    def known(self) -> float:
+        """The rank's place in the order: the number its failure took, else one taken now."""
+        if self.number is None:
+            self.number = self.store.ticket(self.keys.arrivals)
+        return float(self.number)
+
+
+#: ``RankResult.arrived`` of a rank that sent no result: after every rank that did
+_NEVER_ARRIVED = math.inf
+
+
 class LaunchedJob(World, Worlds):
-    """This process's place in the launched world, made once (:func:`launched_job`): the run's only world.
+    """This process's place in the launched world: the only world of the run that holds it (harness.run).
+
+    A process is one rank of one torchrun job and joins its rendezvous once: the first run of the process
+    that needs ranks makes the job (with that run's settings ``conf``: the placement and the ranks' settings
+    are the job's, for its whole life) and holds it; a second one in the same process is refused.
 
     Its placement is decided for the node's local ranks: one GPU per local rank on NCCL, else the local
     ranks share the node's GPUs over gloo, else CPU (harness.placement).
     """
 
+    #: a LaunchedJob was made in this process (it joined torchrun's rendezvous): the only state kept on the
+    #: class, because a second rendezvous of the same rank cannot work
+    _joined = False
+
     def __init__(self, conf: Settings) -> None:
         import torch
         import torch.distributed as dist
 
+        if LaunchedJob._joined:
+            raise HarnessError(
+                "this process already joined its torchrun job for another harness run (harness.run.Run): a "
+                "launched rank belongs to one run; hand that run to every test (run.attach(result)) instead of "
+                "making a second one")
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ["LOCAL_RANK"])
@@ -90,18 +151,19 @@ class LaunchedJob(World, Worlds):
         if conf.threads:
             torch.set_num_threads(conf.threads)
         store, _, _ = next(dist.rendezvous("env://", self.rank, self.world_size))
-        self.store = dist.PrefixStore("harness", store)
+        LaunchedJob._joined = True
+        self.store = JobStore(dist.PrefixStore("harness", store))
+        self.steps = Steps()  # every rank numbers its steps the same: see Steps for the invariant
         self.run_id = os.environ.get("TORCHELASTIC_RUN_ID", "") or os.environ.get("MASTER_PORT", "")
         self.scratch = tempfile.mkdtemp(prefix=f"harness-torchrun-r{self.rank}-")
-        keeper = ProcessGroupKeeper(lambda: self.store, self.rank, self.world_size, local_rank=self.local_rank)
+        keeper = ProcessGroupKeeper(lambda: self.store.store, self.rank, self.world_size, local_rank=self.local_rank)
         self.ctx = RankContext(self.rank, self.world_size, self.device_type, os.path.join(self.scratch, "out"),
                                keeper, conf, shared=node.shared, gpu=gpu)
-        self.seq = 0
         self.pg_suspect = False
-        self.active: tuple[str, str] | None = None  # (store prefix, test id) of the test under way
+        self.active: tuple[Keys, str] | None = None  # (the step, the test id) of the test under way
         self.active_id = ""  # the test id of the last test that ran
         self.poisoned = ""  # set once a rank hung or broke its GPU: the world cannot run another test
-        self.current: dict[str, Any] | None = None
+        self.current: _Running | None = None
         self.lock = threading.Lock()
         self.watchdog = threading.Thread(target=self._watch, daemon=True, name="harness-torchrun-watchdog")
         self.watchdog.start()
@@ -152,16 +214,16 @@ class LaunchedJob(World, Worlds):
     @contextlib.contextmanager
     def test_files(self, temp_dir: bool) -> Iterator[tuple[str | None, str]]:
         """Rank 0 makes the test's directory and says where through the store (one node: one directory)."""
-        self.seq += 1
+        keys = self.steps.next()
         made = None
         if temp_dir:
             if self.rank == 0:
                 made = tempfile.mkdtemp(prefix="harness-test-")
-                self.store.set(f"t{self.seq}/temp_dir", made)
+                self.store.post(keys.temp_dir, TempDir(made))
             else:
-                made = self.store.get(f"t{self.seq}/temp_dir").decode()
+                made = self.store.read(keys.temp_dir).path
                 os.makedirs(made, exist_ok=True)
-        file_name = os.path.join(tempfile.gettempdir(), f"harness-{self.run_id}-{self.seq}.store")
+        file_name = os.path.join(tempfile.gettempdir(), f"harness-{self.run_id}-{keys.step}.store")
         try:
             yield made, file_name
         finally:
@@ -175,23 +237,21 @@ class LaunchedJob(World, Worlds):
     def start_examples(self, fn: Any) -> None:
         """Every rank's hypothesis engine gets rank 0's seed and no example database, so given the same
         verdicts (which every rank reaches from the same results) they draw and shrink in lockstep."""
-        self.seq += 1
-        key = f"t{self.seq}/hypothesis_seed"
+        keys = self.steps.next()
         if self.rank == 0:
-            self.store.set(key, str(int.from_bytes(os.urandom(8), "little")))
-        fn._hypothesis_internal_use_seed = int(self.store.get(key).decode())
+            self.store.post(keys.seed, Seed(int.from_bytes(os.urandom(8), "little")))
+        fn._hypothesis_internal_use_seed = self.store.read(keys.seed).value
         fn._harness_settings_overrides = {"database": None}
 
     def same_example(self, kwargs: dict[str, Any], test_id: str) -> dict[str, Any]:
         """Every rank draws its own example from the same seed (start_examples): rank 0's must be it."""
         if self.world_size == 1:
-            return kwargs
-        self.seq += 1
-        key = f"t{self.seq}/example"
+            return kwargs  # no step taken: the world has one rank, so no other rank takes one either
+        keys = self.steps.next()
         if self.rank == 0:
-            self.store.set(key, pickle.dumps(kwargs))
+            self.store.post(keys.example, Example(kwargs))
             return kwargs
-        theirs = pickle.loads(self.store.get(key))
+        theirs = self.store.read(keys.example).kwargs
         if repr(theirs) != repr(kwargs):
             raise RankError(f"{test_id} [rank {self.rank}/{self.world_size}]: hypothesis drew {kwargs!r} here but "
                             f"{theirs!r} on rank 0; a strategy that depends on the rank cannot be used under torchrun")
@@ -207,54 +267,57 @@ class LaunchedJob(World, Worlds):
         return "the launched ranks went on with it (they cannot be replaced)"
 
     def run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
-        self.seq += 1
-        prefix = f"t{self.seq}"
+        keys = self.steps.next()
+        grace = PeerGrace(peer_grace)
         test_id = task.test_id or f"{task.module}.{task.qualname}.{task.method}"
-        self.active = (prefix, test_id)
+        self.active = (keys, test_id)
         self.active_id = test_id
         with self.lock:
-            self.current = {"prefix": prefix, "deadline": time.monotonic() + timeout, "test_id": test_id,
-                            "timeout": timeout, "grace": peer_grace}
-        self.ctx.meet = self._meeting(prefix, peer_grace)
+            self.current = _Running(keys, test_id, time.monotonic() + timeout, timeout, grace)
+        arrival = _Arrival(self.store, keys)
+        self.ctx.meet = self._meeting(keys, grace)
+        self.ctx.notice = arrival.failing
         try:
             result = run_task(task, self.ctx)
         finally:
             with self.lock:
                 self.current = None
             faulthandler.enable(file=self._crash_stream, all_threads=True)  # whatever the test did to it
-        self.store.set(f"{prefix}/result/{self.rank}", pickle.dumps(result))
-        results = self._collect(prefix, timeout + peer_grace + 5)
+        result.arrived = arrival.known()
+        self.store.post(keys.result(self.rank), Done(result))
+        results = self._collect(keys, grace.wait_for_results(timeout))
         if any(r.is_bad for r in results):
-            self._share_collectives(prefix, results)
+            self._share_collectives(keys, results)
         self.active = None
         for r in results:
             if r.status == TIMEOUT:
                 self.poisoned = f"the job cannot go on: {test_id} hung on rank {r.rank}"
         return results
 
-    def _meeting(self, prefix: str, grace: float) -> Any:
+    def _meeting(self, keys: Keys, grace: PeerGrace) -> Any:
         """run_subtests' meeting between two combinations, through the store (not the test's group).
 
-        Each rank posts the meeting it reached and how its combination went, and waits for the others by
-        the pool's rule (protocol.meeting_call): every rank there, go on; a rank that left the test (its
-        result is in the store) while the others wait, stop. When a combination failed or was skipped
-        (here or on a peer) and a peer has not arrived within HARNESS_PEER_GRACE, that peer is stuck
-        inside the combination: this rank stops the test with that said, and, on gloo, closing its group
-        on the way out (harness.rank) wakes the stuck peer at once instead of at the timeout.
+        Each rank posts the meeting it reached with how its combination went (protocol.Meet), and waits for
+        the others by the pool's rule (protocol.meeting_call): every rank there, go on; a rank that left the
+        test (its result is in the store) while the others wait, stop. When a combination failed or was
+        skipped (here or on a peer) and a peer has not arrived within HARNESS_PEER_GRACE (harness.grace),
+        that peer is stuck inside the combination: this rank stops the test with that said, and, on gloo,
+        closing its group on the way out (harness.rank) wakes the stuck peer at once instead of at the timeout.
         """
 
         def meet(index: int, outcome: Any) -> None:
-            self.store.set(f"{prefix}/meet/{index}/{self.rank}", f"{outcome.status}")
-            self.store.set(f"{prefix}/at/{self.rank}", str(index))
-            trouble = None if outcome.status == PASSED else (time.monotonic(), f"it {_WENT[outcome.status]} here")
+            self.store.post(keys.meet(index, self.rank), Meet(index, outcome))
+            meeting = PeerGrace(grace.seconds)  # this combination's: a meeting every rank got through ends it
+            if outcome.status != PASSED:
+                meeting.start(Trouble(time.monotonic(), self.rank, f"it {_WENT[outcome.status]} here", True))
             others = [r for r in range(self.world_size) if r != self.rank]
             while True:
                 at = {self.rank: index}
                 left = set()
                 for r in others:
-                    if self.store.check([f"{prefix}/result/{r}"]):
+                    if self.store.has(keys.result(r)):
                         left.add(r)
-                    elif self.store.check([f"{prefix}/at/{r}"]) and int(self.store.get(f"{prefix}/at/{r}")) >= index:
+                    elif self.store.has(keys.meet(index, r)):
                         at[r] = index  # there, or already past it (it saw every rank there)
                 call = meeting_call(self.world_size, at, left)
                 if isinstance(call, Go):
@@ -262,55 +325,53 @@ class LaunchedJob(World, Worlds):
                 if isinstance(call, Stop):
                     raise HarnessError(call.why)
                 now = time.monotonic()
-                if trouble is None:
+                if not meeting.running:
                     for r in others:
-                        key = f"{prefix}/meet/{index}/{r}"
-                        if self.store.check([key]) and self.store.get(key).decode() != PASSED:
-                            trouble = (now, f"it {_WENT.get(self.store.get(key).decode(), 'failed')} on rank {r}")
-                elif now - trouble[0] > grace:
-                    missing = [r for r in others if r not in at]
-                    raise HarnessError(
-                        f"rank {', '.join(map(str, missing))} never finished subtest ({outcome.label}) within "
-                        f"HARNESS_PEER_GRACE ({grace:g} s) after {trouble[1]}: it is still inside one of that "
-                        "combination's collectives; the test stops here")
+                        theirs = self.store.read_posted(keys.meet(index, r))
+                        if theirs is not None and theirs.outcome.status != PASSED:
+                            went = _WENT.get(theirs.outcome.status, "failed")
+                            meeting.start(Trouble(now, r, f"it {went} on rank {r}", True))
+                elif meeting.over(now):
+                    raise HarnessError(meeting.never_finished([r for r in others if r not in at], outcome.label))
                 time.sleep(0.02)
 
         return meet
 
-    def _collect(self, prefix: str, wait_s: float) -> list[RankResult]:
+    def _collect(self, keys: Keys, wait_s: float) -> list[RankResult]:
         """Every rank's result from the store; short polls so SIGTERM from torchrun is handled at once."""
-        keys = [f"{prefix}/result/{r}" for r in range(self.world_size)]
+        wanted = keys.results(self.world_size)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            if self.store.check(keys):
+            if self.store.has(*wanted):
                 break
             time.sleep(0.02)
         results = []
-        for r, key in enumerate(keys):
-            if self.store.check([key]):
-                results.append(pickle.loads(self.store.get(key)))
+        for r, key in enumerate(wanted):
+            done = self.store.read_posted(key)
+            if done is not None:
+                results.append(done.result)
             else:
-                results.append(RankResult(rank=r, status=TIMEOUT,
+                results.append(RankResult(rank=r, status=TIMEOUT, arrived=_NEVER_ARRIVED,
                                           message=f"sent no result within {wait_s:.0f} s (it hung or died)"))
         return results
 
-    def _share_collectives(self, prefix: str, results: list[RankResult], wait_s: float = 2.0) -> None:
+    def _share_collectives(self, keys: Keys, results: list[RankResult], wait_s: float = 2.0) -> None:
         """The test went wrong: every rank posts its collectives in the test (harness.collectives) to the store
         and puts each rank's on its result (a rank that hung posted them with its result), so that every rank
         reaches the same verdict."""
         mine = results[self.rank].collectives
         if mine is None:
             mine = results[self.rank].collectives = collectives.own_dump(self.rank)
-        self.store.set(f"{prefix}/fr/{self.rank}", pickle.dumps(mine))
+        self.store.post(keys.collectives(self.rank), Collectives(mine))
         # a rank with no result of its own (it died, or hangs without a watchdog's word) posts nothing
-        wanted = {r.rank: f"{prefix}/fr/{r.rank}" for r in results
-                  if r.collectives is None and r.rank != self.rank and r.status != TIMEOUT}
+        wanted = {r.rank for r in results if r.collectives is None and r.rank != self.rank and r.status != TIMEOUT}
         deadline = time.monotonic() + wait_s
         while wanted and time.monotonic() < deadline:
-            for r, key in list(wanted.items()):
-                if self.store.check([key]):
-                    results[r].collectives = pickle.loads(self.store.get(key))
-                    del wanted[r]
+            for r in list(wanted):
+                theirs = self.store.read_posted(keys.collectives(r))
+                if theirs is not None:
+                    results[r].collectives = theirs.dump
+                    wanted.discard(r)
             time.sleep(0.02)
 
     # ---- hangs and ends ------------------------------------------------------------------------
@@ -319,29 +380,30 @@ class LaunchedJob(World, Worlds):
         while True:
             time.sleep(0.2)
             with self.lock:
-                cur = dict(self.current) if self.current else None
-            if cur is None or time.monotonic() < cur["deadline"]:
+                cur = self.current
+            if cur is None or time.monotonic() < cur.deadline:
                 continue
             stack = self._own_stack()
             result = RankResult(rank=self.rank, status=TIMEOUT, stack=stack,
-                                message=f"timed out after {cur['timeout']:.0f} s (raise the class's `timeout` or "
+                                message=f"timed out after {cur.timeout:.0f} s (raise the class's `timeout` or "
                                         "set HARNESS_TIMEOUT)")
             try:
                 result.collectives = collectives.own_dump(self.rank)  # read while the main thread waits
             except Exception:
                 pass
-            self.store.set(f"{cur['prefix']}/result/{self.rank}", pickle.dumps(result))
+            result.arrived = float(self.store.ticket(cur.keys.arrivals))
+            self.store.post(cur.keys.result(self.rank), Done(result))
             if self.rank == 0:
                 # The main thread is stuck, so report from here, then end the job.
-                results = self._collect(cur["prefix"], cur["grace"] + 5)
-                self._share_collectives(cur["prefix"], results)
-                verdict = merge(cur["test_id"], results, self.world_size, f"{self.device_type} (torchrun)")
-                write_to_real_stderr(f"\nERROR: {cur['test_id']}\n{verdict.text}\n\nharness: ending the job "
+                results = self._collect(cur.keys, cur.grace.wait_for_results(timeout=0.0))  # the limit is past
+                self._share_collectives(cur.keys, results)
+                verdict = merge(cur.test_id, results, self.world_size, f"{self.device_type} (torchrun)")
+                write_to_real_stderr(f"\nERROR: {cur.test_id}\n{verdict.text}\n\nharness: ending the job "
                                      "(a hung rank cannot run another test)\n")
                 self._set_done()
                 os._exit(1)
             # Let rank 0 read our stack and report, then end this process so torchrun stops the job.
-            self._wait_done(max(60.0, cur["grace"] + 30))
+            self._wait_done(max(60.0, cur.grace.seconds + 30))
             os._exit(1)
 
     def _own_stack(self) -> str:
@@ -355,7 +417,7 @@ class LaunchedJob(World, Worlds):
 
     def _set_done(self) -> None:
         try:
-            self.store.set("done", "1")
+            self.store.post(Keys.DONE, JobOver())
         except Exception:
             pass
 
@@ -363,7 +425,7 @@ class LaunchedJob(World, Worlds):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             try:
-                if self.store.check(["done"]):
+                if self.store.has(Keys.DONE):
                     return
             except Exception:
                 return
@@ -373,10 +435,10 @@ class LaunchedJob(World, Worlds):
         # Leave together: torchrun stops the whole job as soon as one rank exits non-zero, which would
         # cut off a rank that is still finishing its own (identical) report.
         try:
-            self.store.set(f"exit/{self.rank}", "1")
-            keys = [f"exit/{r}" for r in range(self.world_size)]
+            self.store.post(Keys.leaving(self.rank), Leaving())
+            everyone = [Keys.leaving(r) for r in range(self.world_size)]
             deadline = time.monotonic() + (2.0 if self.poisoned else 30.0)
-            while time.monotonic() < deadline and not self.store.check(keys):
+            while time.monotonic() < deadline and not self.store.has(*everyone):
                 time.sleep(0.05)
         except Exception:
             pass
@@ -393,10 +455,9 @@ class LaunchedJob(World, Worlds):
         would only let unittest record an error and start the next test on a world that is gone)."""
         active = self.active
         if active is not None:
-            prefix, test_id = active
+            keys, test_id = active
             try:
-                missing = [r for r in range(self.world_size)
-                           if r != self.rank and not self.store.check([f"{prefix}/result/{r}"])]
+                missing = [r for r in range(self.world_size) if r != self.rank and not self.store.has(keys.result(r))]
             except Exception:
                 missing = []
             who = f"rank(s) {missing} sent no result" if missing else "another rank stopped"
@@ -407,17 +468,6 @@ class LaunchedJob(World, Worlds):
             write_to_real_stderr(f"\nharness: torchrun stopped the job (signal {signum}) between tests\n")
         self._set_done()
         os._exit(128 + signum)
-
-
-_job: list[LaunchedJob] = []  # made once per launched process, at its first test
-
-
-def launched_job(conf: Settings) -> LaunchedJob:
-    """This process's launched world (it joins torchrun's rendezvous the first time, with the first run's
-    settings ``conf``: the placement and the ranks' settings are the job's, for its whole life)."""
-    if not _job:
-        _job.append(LaunchedJob(conf))
-    return _job[0]
 
 
 def main_module_entry(argv: list[str] | None, runner_class: type = unittest.TextTestRunner) -> None:

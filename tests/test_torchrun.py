@@ -166,6 +166,18 @@ class TestStandalone(TorchrunCase):
         self.assertLess(text.index("DESYNC rank 1 cannot build"), text.index("never finished subtest"))
         self.assertNothingLeft()
 
+    def test_the_rank_that_failed_first_is_the_root_cause(self):
+        # Each rank's failure takes its place in the order through the store (RankResult.arrived), as a pool's
+        # parent stamps them: rank 1 failed 2 s before rank 0, so it comes first, though its number is higher.
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
+                            "-v", "TestFirstFailure"], _env(self.tmpdir))
+        text = out.stdout + out.stderr
+        self.assertNotEqual(out.returncode, 0, text)
+        self.assertRegex(text, r"TestFirstFailure\.test_rank_1_fails_first \[rank 1/2\] failed on \S+: "
+                               r"AssertionError: FIRST on rank 1")
+        self.assertIn(f'fx_torchrun.py", line {fixture_line("fx_torchrun", "FIRST-FAILURE")}', text)
+        self.assertIn("rank 0: AssertionError: LATER on rank 0", text)
+        self.assertNothingLeft()
 
     def test_ranks_that_ran_different_combinations_are_stopped_as_in_a_pool(self):
         # The meeting follows the pool's rule (protocol.meeting_call): a rank that left the test while its
