@@ -10,7 +10,7 @@ import sys
 import tempfile
 import unittest
 
-from tests._support import REPO, base_env, fixture_line
+from tests._support import REPO, base_env, fixture_line, gpus
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 # the fixture module tests/test_trust.py runs on reused ranks; here each torchrun process is one rank
@@ -48,12 +48,6 @@ class TorchrunCase(unittest.TestCase):
         self.assertEqual(sorted(n for n in os.listdir(self.tmpdir) if n.startswith("harness-")), [])
 
 
-def _gpus() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 class TestPlacementUnderTorchrun(TorchrunCase):
     """The launched world chooses its placement for the node's local ranks, as the pool does for a test."""
 
@@ -69,7 +63,7 @@ class TestPlacementUnderTorchrun(TorchrunCase):
         self.assertIn("[exit code 0]", text)
 
     def test_local_ranks_share_the_nodes_gpus_over_gloo(self):
-        if _gpus() < 1:
+        if gpus() < 1:
             self.skipTest("needs a GPU: two local ranks on this node's GPUs; this machine has none")
         # cuda-shared: shared even where the node has two GPUs; on a one-GPU node auto does the same
         text = self.launch(HARNESS_DEVICE="cuda-shared", CUDA_VISIBLE_DEVICES=None)
@@ -77,12 +71,12 @@ class TestPlacementUnderTorchrun(TorchrunCase):
                           text)
         self.assertEqual(sorted(r[0] for r in rows), ["0", "1"], text)
         self.assertEqual({(r[1], r[2], r[4]) for r in rows}, {("3", "cuda", "gloo")}, text)
-        self.assertEqual({r[3] for r in rows}, {f"cuda:{r % _gpus()}" for r in range(2)}, text)
+        self.assertEqual({r[3] for r in rows}, {f"cuda:{r % gpus()}" for r in range(2)}, text)
         self.assertIn("[exit code 0]", text)
 
     def test_auto_on_a_node_with_fewer_gpus_than_local_ranks_is_not_refused_by_nccl(self):
-        if _gpus() != 1:
-            self.skipTest(f"needs exactly one GPU (two local ranks on it under auto); this machine has {_gpus()}")
+        if gpus() != 1:
+            self.skipTest(f"needs exactly one GPU (two local ranks on it under auto); this machine has {gpus()}")
         text = self.launch(HARNESS_DEVICE="auto", CUDA_VISIBLE_DEVICES=None)
         self.assertNotIn("Duplicate GPU detected", text)
         self.assertRegex(text, r"LAUNCHED rank=\d pid=\d+ sum=3 device=cuda at=cuda:0 backend=gloo")
