@@ -5,7 +5,6 @@ and skips that leave a peer inside a collective, unittest's cleanup and tearDown
 of output, an exception that does not pickle. tests/fixtures/fx_slow.py: Ctrl-C and SIGTERM while a test runs.
 """
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -14,8 +13,7 @@ import time
 import unittest
 import xml.etree.ElementTree as ET
 
-from tests._support import (REPO, TOKEN_VAR, FixtureTestCase, base_env, fixture_line, processes_with_token,
-                            wait_until_gone)
+from tests._support import REPO, TOKEN_VAR, FixtureTestCase, base_env, fixture_line, wait_until_gone
 
 FX = "fx_between_ranks"
 MOD = f"tests.fixtures.{FX}"

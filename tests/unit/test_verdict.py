@@ -5,7 +5,9 @@ judged for a test described by a plain object (what ``verdict.Judged`` asks of `
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import unittest
 
 from harness import verdict
@@ -60,8 +62,14 @@ class TestTheTestsOutcome(unittest.TestCase):
     def setUp(self) -> None:
         self.case = _case()
 
-    def test_every_rank_passed(self):
-        verdict.report(self.case, Judged(cpu()), [RankResult(0, PASSED), RankResult(1, PASSED)], None)
+    def test_every_rank_passed_is_a_pass_and_each_ranks_output_is_printed_once(self):
+        judged = Judged(cpu())
+        judged.conf = dataclasses.replace(judged.conf, show_output=True)
+        results = [RankResult(0, PASSED, output="step 1\n"), RankResult(1, PASSED, output="step 1\nstep 2\n")]
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            self.assertIsNone(verdict.report(self.case, judged, results, None))
+        self.assertEqual(out.getvalue(), "[rank 0] step 1\n[rank 1] step 1\n[rank 1] step 2\n")
+        self.assertEqual(judged.notes.needs_cuda, {})
 
     def test_a_failing_rank_is_a_failure_that_names_it(self):
         with self.assertRaises(RankFailure) as caught:
