@@ -4,6 +4,9 @@ Every run gets a unique token in its environment (inherited by the rank processe
 and its own TMPDIR, so that after the run we can tell whether any of *its* processes are still alive
 (by scanning /proc/*/environ for the token) and whether it left harness temp dirs behind, without
 being confused by other runs on the same machine.
+
+:class:`FixtureTestCase` runs one fixture once for its tests; :func:`under_each_front_end` makes one such class per
+front end (run_tests, the runner, pytest, plain unittest) from a single mixin of checks.
 """
 from __future__ import annotations
 
@@ -30,12 +33,30 @@ PYTEST_PLUGIN = ["-p", "no:distharness", "-p", "harness.pytest_plugin"]
 
 
 def fixture_line(module: str, marker: str) -> int:
-    """The line number of the first line of ``tests/fixtures/<module>.py`` that contains ``marker``."""
-    with open(os.path.join(FIXTURES, module + ".py")) as f:
+    """The line number of the first line of a fixture module that contains ``marker``.
+
+    ``module``: a name in tests/fixtures (``"fx_fail"``) or a dotted module of the repository
+    (``"tests.compat.cx_needs_cuda"``).
+    """
+    path = (os.path.join(REPO, *module.split(".")) if "." in module else os.path.join(FIXTURES, module)) + ".py"
+    with open(path) as f:
         for number, line in enumerate(f, 1):
             if marker in line:
                 return number
-    raise AssertionError(f"{marker!r} not found in {module}.py")
+    raise AssertionError(f"{marker!r} not found in {path}")
+
+
+def suite_modules() -> set[str]:
+    """The harness's own test modules as on disk (tests/, tests/compat/, tests/unit/), by dotted name."""
+    return {f"tests.{folder + '.' if folder else ''}{name[:-3]}" for folder in ("", "compat", "unit")
+            for name in os.listdir(os.path.join(REPO, "tests", folder)) if re.fullmatch(r"test_\w+\.py", name)}
+
+
+def gpus() -> int:
+    """The GPUs this machine has (a test that needs them skips, saying so, where there are too few)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def base_env(**extra: str | None) -> dict[str, str]:
@@ -206,6 +227,7 @@ class FixtureTestCase(unittest.TestCase):
     ARGS: list[str] = []
     ENV: dict[str, str | None] = {}
     RUNNER = "unittest"
+    FRONT_END = ""  # set by under_each_front_end: which front end ran the fixture
     run_result: FixtureRun
 
     maxDiff = None
@@ -234,3 +256,44 @@ class FixtureTestCase(unittest.TestCase):
     def check_nothing_left(self) -> None:
         self.assertEqual(self.r.leftover_processes, {}, "processes of the run still alive after it ended")
         self.assertEqual(self.r.leftover_temp, [], "harness temp dirs left in the run's TMPDIR")
+
+
+# ---- one fixture module under each front end a user runs it with ------------------------------------------
+
+RUN_TESTS = "RunTests"  # python -m MODULE -v: the module's own run_tests()
+THE_RUNNER = "TheRunner"  # python -m harness PATH: the harness's runner
+PYTEST = "Pytest"  # python -m pytest PATH -q: pytest with the harness's plugin
+UNITTEST = "Unittest"  # python -m unittest MODULE -v: plain unittest, no hook of the harness's at the end
+
+
+def _front_end(front_end: str, module: str) -> tuple[str, list[str], str]:
+    """(what ``python -m`` runs, its arguments, the class docstring) for ``module`` under ``front_end``."""
+    path = module.replace(".", "/") + ".py"
+    return {RUN_TESTS: (module, ["-v"], f"``python -m {module} -v``: the module's own run_tests()."),
+            THE_RUNNER: ("harness", [path], f"``python -m harness {path}``: the harness's runner."),
+            PYTEST: ("pytest", [path, "-q", "-p", "no:cacheprovider"],
+                     f"``python -m pytest {path}``: pytest with the harness's plugin."),
+            UNITTEST: ("unittest", [module, "-v"], f"``python -m unittest {module} -v``: plain unittest.")}[front_end]
+
+
+def under_each_front_end(module: str, checks: type, front_ends: dict[str, type | tuple[type, ...]],
+                         env: dict[str, str | None] | None = None,
+                         args: dict[str, list[str]] | None = None) -> dict[str, type[FixtureTestCase]]:
+    """One FixtureTestCase class per front end, ``TestUnder<front end>``: each runs fixture ``module`` once the way
+    that front end runs it, and has the tests of the ``checks`` mixin (``self.FRONT_END`` says which front end ran).
+
+    ``front_ends``: each front end to run under -> a mixin (or a tuple of them, or ``()``) with the tests only that
+    front end has. ``env``: the fixture's environment (base_env's overrides). ``args``: arguments added to a front
+    end's own (``{THE_RUNNER: ["--verbose"]}``). Make the classes module globals, for unittest and pytest to find::
+
+        globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), PYTEST: _PytestOnly}, env=NO_GPUS))
+    """
+    classes = {}
+    for front_end, extra in front_ends.items():
+        runner, front_args, doc = _front_end(front_end, module)
+        name = f"TestUnder{front_end}"
+        extras = extra if isinstance(extra, tuple) else (extra,)
+        classes[name] = type(name, (*extras, checks, FixtureTestCase), {
+            "__module__": checks.__module__, "__qualname__": name, "__doc__": doc, "FRONT_END": front_end,
+            "RUNNER": runner, "ARGS": front_args + (args or {}).get(front_end, []), "ENV": dict(env or {})})
+    return classes

@@ -5,21 +5,15 @@ which errors are sticky and what is reported, have fast tests in tests/unit/test
 """
 import unittest
 
-from tests._support import FixtureTestCase
+from tests._support import FixtureTestCase, gpus
 
 MOD = "tests.fixtures.fx_cuda"
-
-
-def _gpus() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 class _NeedsAGpu(FixtureTestCase):
     @classmethod
     def setUpClass(cls) -> None:
-        if _gpus() < 1:
+        if gpus() < 1:
             raise unittest.SkipTest("needs a GPU: real CUDA work (a device-side assert, an out-of-memory error, "
                                     "memory left referenced, ranks sharing a GPU); this machine has none")
         super().setUpClass()
@@ -83,7 +77,7 @@ class TestRanksShareTheGpus(_NeedsAGpu):
         rows = [row for row in self.r.rank_lines("WHERE") if row["test"] == "shared"]
         self.assertEqual(sorted(row["rank"] for row in rows), ["0", "1", "2", "3"], self.r.describe())
         self.assertEqual({row["backend"] for row in rows}, {"gloo"})
-        self.assertEqual({row["device"] for row in rows}, {f"cuda:{r % _gpus()}" for r in range(4)})
+        self.assertEqual({row["device"] for row in rows}, {f"cuda:{r % gpus()}" for r in range(4)})
 
     def test_a_test_that_asks_for_nccl_alone_is_skipped_with_the_reason(self):
         self.assertMatchesReport(r"^test_nccl_alone \(.*\) \.\.\. skipped 'needs NCCL \(one GPU per rank\): asks for "

@@ -8,8 +8,6 @@ the ranks replaced after the test that did it, and the test named at the end of 
 import re
 import unittest
 
-from harness.verdict import world_changes
-from harness.outcome import PASSED, RankResult
 from tests._support import FixtureTestCase, fixture_line
 
 MOD = "tests.fixtures.fx_state"
@@ -160,31 +158,6 @@ class TestBadSetting(FixtureTestCase):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
         self.assertInReport("UsageError: HARNESS_ENV_CHANGED='sometimes' is not one of warn, fail, off")
         self.assertEqual(self.r.rank_lines("PID"), [])
-
-
-class TestWorldChanges(unittest.TestCase):
-    """How the parent words what the ranks left: ranks named only where not all of them did it."""
-
-    def result(self, rank, altered=(), group=None):
-        return RankResult(rank=rank, status=PASSED, altered=list(altered), default_group=group)
-
-    def test_nothing_left(self):
-        self.assertEqual(world_changes([self.result(0, group=True), self.result(1, group=True)]), [])
-        self.assertEqual(world_changes([self.result(0, group=False), self.result(1, group=False)]), [])
-
-    def test_the_same_on_every_rank_names_no_rank(self):
-        spy = "torch.distributed.all_reduce replaced"
-        self.assertEqual(world_changes([self.result(0, [spy]), self.result(1, [spy])]), [spy])
-
-    def test_some_ranks_are_named(self):
-        thread = "thread 'poller' left running"
-        results = [self.result(0, [thread]), self.result(1), self.result(2, [thread]), self.result(3)]
-        self.assertEqual(world_changes(results), [f"{thread} (ranks 0, 2)"])
-        self.assertEqual(world_changes(results[1:]), [f"{thread} (rank 2)"])
-
-    def test_default_group_destroyed_on_some_ranks(self):
-        results = [self.result(0, group=False), self.result(1, group=True), self.result(2, group=False)]
-        self.assertEqual(world_changes(results), ["the default process group destroyed on ranks 0, 2 only"])
 
 
 if __name__ == "__main__":

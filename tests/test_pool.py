@@ -1,7 +1,5 @@
 """The rank pool across runs: fresh processes per test on request, two runs at once, a killed parent."""
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -9,7 +7,7 @@ import time
 import unittest
 
 from tests._support import (REPO, FixtureTestCase, base_env, end_run, finish_fixture, processes_with_token,
-                            start_fixture, wait_until_gone)
+                            start_fixture, suite_modules, wait_until_gone)
 
 PASS = "tests.fixtures.fx_pass"
 
@@ -80,32 +78,15 @@ class TestParentKilled(unittest.TestCase):
 
 
 class TestSuiteCollection(unittest.TestCase):
-    """The fixture modules are not tests of this suite, for unittest discovery or pytest."""
-
-    def test_unittest_discovery_finds_only_test_modules(self):
-        loader = unittest.TestLoader()
-        suite = loader.discover(os.path.join(REPO, "tests"), top_level_dir=REPO)
-        self.assertEqual(loader.errors, [])
-        modules = set()
-
-        def walk(s):
-            for t in s:
-                if isinstance(t, unittest.TestSuite):
-                    walk(t)
-                else:
-                    modules.add(type(t).__module__)
-
-        walk(suite)
-        self.assertTrue(modules)
-        self.assertTrue(all(re.fullmatch(r"tests\.((compat|unit)\.)?test_\w+", m) for m in modules), modules)
+    """The fixture modules are not tests of this suite for pytest (for unittest: tests/unit/test_suite_layout.py)."""
 
     def test_pytest_collects_only_test_modules(self):
         out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                               "tests"], cwd=REPO, env=base_env(), capture_output=True, text=True, timeout=300)
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         ids = [line for line in out.stdout.splitlines() if "::" in line]
-        self.assertTrue(ids, out.stdout)
-        self.assertTrue(all(re.match(r"tests/((compat|unit)/)?test_\w+\.py::", i) for i in ids), ids)
+        files = {i.split("::", 1)[0].removesuffix(".py").replace("/", ".") for i in ids}
+        self.assertEqual(files, suite_modules(), out.stdout)  # every test module, and no fixture
 
 
 if __name__ == "__main__":

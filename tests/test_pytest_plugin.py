@@ -50,6 +50,9 @@ class TestFailureUnderPytest(FixtureTestCase):
 
     def test_no_harness_or_unittest_frames(self):
         text = failure_text(self.r.stdout, "TestAFail.test_fail_on_rank1")
+        # the traceback is there, the test's own frame in it ...
+        self.assertIn(f'fx_fail.py", line {fixture_line("fx_fail", "FIXTURE-ASSERT")}, in test_fail_on_rank1', text)
+        # ... and none of the machinery that ran it
         self.assertNotRegex(text, r"harness[/\\]\w+\.py")
         self.assertNotIn("unittest/case.py", text)
         self.assertNotIn("_callTestMethod", text)

@@ -1,6 +1,5 @@
 """Rank processes forked from the template: the rank a spawn would make, fast, and nothing left behind."""
 import os
-import re
 import signal
 import time
 import unittest
@@ -134,6 +133,7 @@ class TestTemplateGone(unittest.TestCase):
         proc, token, tmpdir, running = self._running()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
+        self.assertEqual(proc.returncode, -signal.SIGKILL)  # the run itself died; what it started must go too
         self._gone(proc, token, tmpdir, running)
 
 

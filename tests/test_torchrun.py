@@ -10,10 +10,13 @@ import sys
 import tempfile
 import unittest
 
-from tests._support import REPO, base_env, fixture_line
+from tests._support import REPO, base_env, fixture_line, gpus
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-FX = "tests.fixtures.fx_torchrun"
+# the fixture module tests/test_trust.py runs on reused ranks; here each torchrun process is one rank
+FX = "fx_between_ranks"
+MOD = f"tests.fixtures.{FX}"
+SCRIPT = f"tests/fixtures/{FX}.py"
 
 
 def _free_port() -> int:
@@ -45,17 +48,11 @@ class TorchrunCase(unittest.TestCase):
         self.assertEqual(sorted(n for n in os.listdir(self.tmpdir) if n.startswith("harness-")), [])
 
 
-def _gpus() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 class TestPlacementUnderTorchrun(TorchrunCase):
     """The launched world chooses its placement for the node's local ranks, as the pool does for a test."""
 
     def launch(self, **env: str | None) -> str:
-        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT,
                             "-v", "TestLaunched.test_a_all_reduce"], _env(self.tmpdir, **env))
         self.assertNothingLeft()
         return out.stdout + out.stderr + f"\n[exit code {out.returncode}]"
@@ -66,7 +63,7 @@ class TestPlacementUnderTorchrun(TorchrunCase):
         self.assertIn("[exit code 0]", text)
 
     def test_local_ranks_share_the_nodes_gpus_over_gloo(self):
-        if _gpus() < 1:
+        if gpus() < 1:
             self.skipTest("needs a GPU: two local ranks on this node's GPUs; this machine has none")
         # cuda-shared: shared even where the node has two GPUs; on a one-GPU node auto does the same
         text = self.launch(HARNESS_DEVICE="cuda-shared", CUDA_VISIBLE_DEVICES=None)
@@ -74,12 +71,12 @@ class TestPlacementUnderTorchrun(TorchrunCase):
                           text)
         self.assertEqual(sorted(r[0] for r in rows), ["0", "1"], text)
         self.assertEqual({(r[1], r[2], r[4]) for r in rows}, {("3", "cuda", "gloo")}, text)
-        self.assertEqual({r[3] for r in rows}, {f"cuda:{r % _gpus()}" for r in range(2)}, text)
+        self.assertEqual({r[3] for r in rows}, {f"cuda:{r % gpus()}" for r in range(2)}, text)
         self.assertIn("[exit code 0]", text)
 
     def test_auto_on_a_node_with_fewer_gpus_than_local_ranks_is_not_refused_by_nccl(self):
-        if _gpus() != 1:
-            self.skipTest(f"needs exactly one GPU (two local ranks on it under auto); this machine has {_gpus()}")
+        if gpus() != 1:
+            self.skipTest(f"needs exactly one GPU (two local ranks on it under auto); this machine has {gpus()}")
         text = self.launch(HARNESS_DEVICE="auto", CUDA_VISIBLE_DEVICES=None)
         self.assertNotIn("Duplicate GPU detected", text)
         self.assertRegex(text, r"LAUNCHED rank=\d pid=\d+ sum=3 device=cuda at=cuda:0 backend=gloo")
@@ -91,7 +88,7 @@ class TestStandalone(TorchrunCase):
 
     def test_rank0_reports_for_every_rank(self):
         # The module's own __main__ (harness.run_tests): under torchrun rank 0 alone prints.
-        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT,
                             "-v", "TestLaunched", "TestNeedsFour"], _env(self.tmpdir))
         text = out.stdout + out.stderr
         self.assertNotEqual(out.returncode, 0, text)  # one test fails on rank 1
@@ -104,7 +101,7 @@ class TestStandalone(TorchrunCase):
         self.assertTrue(all(r[3] == "3" for r in rows))
         # The failure on rank 1 is reported by rank 0, with rank 1's traceback.
         self.assertIn("TestLaunched.test_b_fails_on_rank_1 [rank 1/2] failed", text)
-        self.assertIn(f'fx_torchrun.py", line {fixture_line("fx_torchrun", "FAIL-RANK1")}', text)
+        self.assertIn(f'{FX}.py", line {fixture_line(FX, "FAIL-RANK1")}', text)
         self.assertIn("only rank 1 disagrees", text)
         self.assertIn("rank 0: passed", text)
         # One temp dir, the same path on both ranks.
@@ -117,17 +114,17 @@ class TestStandalone(TorchrunCase):
 
     def test_hang_ends_the_job_with_stacks(self):
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "unittest", "-v",
-                            f"{FX}.TestZHang"], _env(self.tmpdir, FX_HANG="1"), timeout=240)
+                            f"{MOD}.TestZHang"], _env(self.tmpdir, FX_HANG="1"), timeout=240)
         text = out.stdout + out.stderr
         self.assertNotEqual(out.returncode, 0, text)
         self.assertIn("TestZHang.test_hang [rank 1/2] timed out", text)
-        self.assertIn(f'fx_torchrun.py", line {fixture_line("fx_torchrun", "HANG-LINE")} in test_hang', text)
+        self.assertIn(f'{FX}.py", line {fixture_line(FX, "HANG-LINE")} in test_hang', text)
         self.assertRegex(text, r"rank 0: timed out after 4 s .*it was in barrier")
         self.assertIn("ending the job", text)
 
     def collectives_job(self, test: str) -> str:
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "unittest", "-v",
-                            f"{FX}.TestYCollectives.{test}"], _env(self.tmpdir, FX_COLLECTIVES="1"), timeout=240)
+                            f"{MOD}.TestYCollectives.{test}"], _env(self.tmpdir, FX_COLLECTIVES="1"), timeout=240)
         text = out.stdout + out.stderr
         self.assertNotEqual(out.returncode, 0, text)
         return text
@@ -153,37 +150,40 @@ class TestStandalone(TorchrunCase):
     def test_subtest_failing_while_peer_in_collective_ends_within_the_peer_grace(self):
         # run_subtests' ranks meet through torchrun's store, not the test's group: rank 1's combination
         # raised while rank 0 waits for it in all_reduce, and the job ends after HARNESS_PEER_GRACE
-        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
-                            "-v", "TestSubtestDesync"], _env(self.tmpdir, HARNESS_PEER_GRACE="3"))
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT,
+                            "-v", "TestASubtestFailsWhilePeerInCollective"], _env(self.tmpdir, HARNESS_PEER_GRACE="3"))
         text = out.stdout + out.stderr
         self.assertNotEqual(out.returncode, 0, text)
-        self.assertIn("TestSubtestDesync.test_desync [rank 1/2] subtest (step=2) failed on cpu/gloo: ValueError: "
-                      "DESYNC rank 1 cannot build step 2", text)
-        self.assertIn(f'fx_torchrun.py", line {fixture_line("fx_torchrun", "DESYNC-RAISE")}, in _step', text)
+        self.assertIn("TestASubtestFailsWhilePeerInCollective.test_desync [rank 1/2] subtest (step=2) failed on "
+                      "cpu/gloo: ValueError: FIXTURE-DESYNC rank 1 cannot build step 2", text)
+        self.assertIn(f'{FX}.py", line {fixture_line(FX, "FIXTURE-DESYNC-RAISE")}, in _step', text)
         self.assertIn("rank 0 never finished subtest (step=2) within HARNESS_PEER_GRACE (3 s) after it raised "
                       "here", text)
         self.assertNotIn("timed out", text)
         self.assertLess(text.index("DESYNC rank 1 cannot build"), text.index("never finished subtest"))
+        # the combination before it ran on both ranks, and none after it
+        self.assertEqual(sorted(re.findall(r"\[rank (\d)\] STEP rank=\d step=(\d)", text)), [("0", "1"), ("1", "1")],
+                         text)
         self.assertNothingLeft()
 
     def test_the_rank_that_failed_first_is_the_root_cause(self):
         # Each rank's failure takes its place in the order through the store (RankResult.arrived), as a pool's
         # parent stamps them: rank 1 failed 2 s before rank 0, so it comes first, though its number is higher.
-        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
-                            "-v", "TestFirstFailure"], _env(self.tmpdir))
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "-v", "TestFirstFailure"],
+                           _env(self.tmpdir))
         text = out.stdout + out.stderr
         self.assertNotEqual(out.returncode, 0, text)
         self.assertRegex(text, r"TestFirstFailure\.test_rank_1_fails_first \[rank 1/2\] failed on \S+: "
                                r"AssertionError: FIRST on rank 1")
-        self.assertIn(f'fx_torchrun.py", line {fixture_line("fx_torchrun", "FIRST-FAILURE")}', text)
+        self.assertIn(f'{FX}.py", line {fixture_line(FX, "FIRST-FAILURE")}', text)
         self.assertIn("rank 0: AssertionError: LATER on rank 0", text)
         self.assertNothingLeft()
 
     def test_ranks_that_ran_different_combinations_are_stopped_as_in_a_pool(self):
         # The meeting follows the pool's rule (protocol.meeting_call): a rank that left the test while its
         # peer waits at a meeting stops the peer at once, not at the test's timeout.
-        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
-                            "-v", "TestSubtestConfigs"], _env(self.tmpdir))
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT,
+                            "-v", "TestIDifferentCombinations"], _env(self.tmpdir))
         text = out.stdout + out.stderr
         self.assertNotEqual(out.returncode, 0, text)
         self.assertIn("[rank 0/2] raised on cpu/gloo: harness.errors.HarnessError: rank 1 left the test", text)
@@ -194,14 +194,14 @@ class TestStandalone(TorchrunCase):
 
 class TestCrashUnderTorchrun(TorchrunCase):
     def test_crash_ends_the_job_and_names_the_test(self):
-        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_torchrun.py",
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT,
                             "-v", "TestZCrash"], _env(self.tmpdir, FX_CRASH="1"), timeout=240)
         text = out.stdout + out.stderr
         self.assertNotEqual(out.returncode, 0, text)
-        self.assertIn("torchrun stopped the job while fx_torchrun.TestZCrash.test_a_crash was running; rank(s) [1]",
+        self.assertIn(f"torchrun stopped the job while {FX}.TestZCrash.test_a_crash was running; rank(s) [1]",
                       text)
         # rank 1's own Python stack, from faulthandler, names the line that crashed
-        self.assertIn(f'fx_torchrun.py", line {fixture_line("fx_torchrun", "CRASH-LINE")} in test_a_crash', text)
+        self.assertIn(f'{FX}.py", line {fixture_line(FX, "CRASH-LINE")} in test_a_crash', text)
         self.assertIn("SIGSEGV", text)
         self.assertNotIn("NEVER-RUNS", text)
 
@@ -228,7 +228,7 @@ class TestTwoNodes(TorchrunCase):
         port = _free_port()
         common = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                   "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"distharness-{port}"]
-        args = ["tests/fixtures/fx_torchrun.py", "-v", "TestLaunched.test_a_all_reduce", "TestLaunched.test_d_same_example"]
+        args = [SCRIPT, "-v", "TestLaunched.test_a_all_reduce", "TestLaunched.test_d_same_example"]
         env = _env(self.tmpdir)
         nodes = [subprocess.Popen([*TORCHRUN, *common, "--node-rank", str(i), *args], cwd=REPO, env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]

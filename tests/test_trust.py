@@ -1,11 +1,10 @@
 """Faults between reused ranks are reported by their root cause, fast, and nothing is lost or left behind.
 
-tests/fixtures/fx_trust.py under ``python -m unittest``: subtests and skips that leave a peer inside a
-collective, unittest's cleanup and tearDown semantics in the ranks, 50 MB of output, an exception that
-does not pickle. tests/fixtures/fx_slow.py: Ctrl-C and SIGTERM while a test runs.
+The TestA..TestZStillWorks classes of tests/fixtures/fx_between_ranks.py under ``python -m unittest``: subtests
+and skips that leave a peer inside a collective, unittest's cleanup and tearDown semantics in the ranks, 50 MB
+of output, an exception that does not pickle. tests/fixtures/fx_slow.py: Ctrl-C and SIGTERM while a test runs.
 """
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -14,19 +13,23 @@ import time
 import unittest
 import xml.etree.ElementTree as ET
 
-from tests._support import (REPO, TOKEN_VAR, FixtureTestCase, base_env, fixture_line, processes_with_token,
-                            wait_until_gone)
+from tests._support import REPO, TOKEN_VAR, FixtureTestCase, base_env, fixture_line, wait_until_gone
 
-MOD = "tests.fixtures.fx_trust"
+FX = "fx_between_ranks"
+MOD = f"tests.fixtures.{FX}"
+# the fixture's classes for reused ranks, in the order they run: the last one checks the ranks still work
+CLASSES = ["TestASubtestFailsWhilePeerInCollective", "TestBSubtestSkippedOnOneRank", "TestCSkipOnOneRank",
+           "TestDCleanupsWhenSetUpFails", "TestECleanupFails", "TestFBodyAndTearDownFail", "TestGHugeOutput",
+           "TestHUnpicklableMessage", "TestIDifferentCombinations", "TestZStillWorks"]
 
 
 class TestFaultsBetweenRanks(FixtureTestCase):
-    ARGS = [MOD, "-v"]
+    ARGS = [f"{MOD}.{name}" for name in CLASSES] + ["-v"]
 
     def test_counts(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
         self.assertInReport("Ran 10 tests")
-        self.assertInReport("test_after_all_that (tests.fixtures.fx_trust.TestZStillWorks.test_after_all_that) ... ok")
+        self.assertInReport(f"test_after_all_that ({MOD}.TestZStillWorks.test_after_all_that) ... ok")
 
     def test_failing_combination_while_peer_in_collective(self):
         text = self.r.section("test_desync")
@@ -34,11 +37,11 @@ class TestFaultsBetweenRanks(FixtureTestCase):
         # the root cause first: the rank, the combination, the exception, the line
         self.assertIn(f"{MOD}.TestASubtestFailsWhilePeerInCollective.test_desync [rank 1/2] subtest (step=2) "
                       "failed on cpu/gloo: ValueError: FIXTURE-DESYNC rank 1 cannot build step 2", head)
-        self.assertIn(f'fx_trust.py", line {fixture_line("fx_trust", "FIXTURE-DESYNC-RAISE")}, in _step', text)
+        self.assertIn(f'{FX}.py", line {fixture_line(FX, "FIXTURE-DESYNC-RAISE")}, in _step', text)
         # then the stuck rank: where it was, and its stack; stopped by the peer grace, not the timeout
         self.assertRegex(text, r"rank 0: never finished this combination: still running [\d.]+ s after rank 1's "
                                r"subtest \(step=2\) failed; stopped \(HARNESS_PEER_GRACE\); it was in all_reduce")
-        self.assertIn(f'fx_trust.py", line {fixture_line("fx_trust", "FIXTURE-DESYNC-ALLREDUCE")} in _step', text)
+        self.assertIn(f'{FX}.py", line {fixture_line(FX, "FIXTURE-DESYNC-ALLREDUCE")} in _step', text)
         self.assertNotIn("timed out", self.r.output)
         self.assertLess(text.index("FIXTURE-DESYNC rank 1"), text.index("rank 0 stack"))
         # the combination before it ran on both ranks
@@ -51,13 +54,13 @@ class TestFaultsBetweenRanks(FixtureTestCase):
         self.assertIn("[rank 0/2] skipped subtest (dtype='float16') on cpu/gloo (FIXTURE-SUBSKIP rank 0 has no "
                       "float16 kernel) while rank 1 was still inside it", text)
         self.assertIn("it was in all_reduce", text)
-        self.assertIn(f'line {fixture_line("fx_trust", "FIXTURE-SUBSKIP-ALLREDUCE")} in _step', text)
+        self.assertIn(f'line {fixture_line(FX, "FIXTURE-SUBSKIP-ALLREDUCE")} in _step', text)
 
     def test_skip_on_one_rank_while_peer_in_collective_is_an_error(self):
         text = self.r.section("ERROR: test_skip_one_rank")
         self.assertIn("[rank 1/2] skipped on cpu/gloo (FIXTURE-SKIP rank 1 lacks a feature) while rank 0 still "
                       "waited for it: a test must skip on every rank or on none", text)
-        self.assertIn(f'line {fixture_line("fx_trust", "FIXTURE-SKIP-ALLREDUCE")} in test_skip_one_rank', text)
+        self.assertIn(f'line {fixture_line(FX, "FIXTURE-SKIP-ALLREDUCE")} in test_skip_one_rank', text)
 
     def test_cleanups_run_when_setup_fails(self):
         text = self.r.section("ERROR: test_never_runs")

@@ -23,6 +23,7 @@ class TestNeedsCuda(MultiProcessTestCase):
     def _sub(self, device):
         t = torch.ones(1, device=device)  # CX-SUB-CUDA
         dist.all_reduce(t)
+        print(f"CX-SUB-RAN rank={self.rank} device={device} sum={int(t.item())}")
 
     def test_real_failure(self):
         self.assertEqual(1, 2, "CX-REAL-FAILURE")

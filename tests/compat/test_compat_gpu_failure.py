@@ -24,7 +24,13 @@ class TestGpuWrittenFailure(FixtureTestCase):
         self.assertIn("CX-BF16-BN", text)
 
     def test_no_note_when_the_test_did_not_ask_for_gpus(self):
-        self.assertNotIn("Note: this test asks for", self.r.section("ERROR: test_same_failure_not_written_for_gpus"))
+        text = self.r.section("ERROR: test_same_failure_not_written_for_gpus")
+        # the same failure, reported where the note would go, and no note
+        first, second = text.strip().splitlines()[:2]
+        self.assertIn("test_same_failure_not_written_for_gpus [rank ", first)
+        self.assertIn("raised on cpu/gloo: RuntimeError: mixed dtype (CPU)", first)
+        self.assertFalse(second.startswith("Note:"), second)
+        self.assertNotIn("Note: this test asks for", text)
 
     def test_failure_then_waiting_rank_costs_the_peer_grace(self):
         text = self.r.section("ERROR: test_fails_then_waits_in_teardown")

@@ -4,7 +4,7 @@ import unittest
 
 import torch.distributed as dist
 
-from tests._support import FixtureTestCase
+from tests._support import RUN_TESTS, THE_RUNNER, UNITTEST, under_each_front_end
 
 MOD = "tests.compat.cx_gpu_skips"
 NO_GPUS = {"CUDA_VISIBLE_DEVICES": ""}
@@ -16,13 +16,16 @@ class _Checks:
                  "TestGpuSkips.test_upstream_skip_code"]
         if not dist.is_nccl_available():  # upstream's requires_nccl() skips only then
             tests.append("TestGpuSkips.test_requires_nccl")
+        # a plain TestCase's skip is seen by run_tests and the runner; under plain unittest it is unittest's alone
+        if self.FRONT_END != UNITTEST:
+            tests.append("TestPlain.test_cuda_only")
         return tests
 
     def test_counted_with_reasons(self):
         line = self.assertMatchesReport(r"(\d+) tests? needs? CUDA( \(\d+ subtests\))?, skipped \(a GPU or NCCL was "
                                         r"missing\): (.*)$")
         ids = sorted(t.split("cx_gpu_skips.")[-1] for t in line.group(3).split(", "))
-        self.assertEqual(ids, sorted(self.expected() + self.plain()), self.r.describe())
+        self.assertEqual(ids, sorted(self.expected()), self.r.describe())
         self.assertMatchesReport(r"1 x Need at least 4 CUDA devices: .*test_skip_in_upstream_words")
         self.assertMatchesReport(r"1 x needs at least 2 CUDA devices \(sys\.exit\(77\) in the test: upstream's skip "
                                  r"exit code\): .*test_upstream_skip_code")
@@ -31,6 +34,10 @@ class _Checks:
             self.assertMatchesReport(r"1 x c10d was not compiled with the NCCL backend: .*test_requires_nccl")
 
     def test_a_skip_not_about_gpus_is_not_counted(self):
+        # it ran and was skipped, with its reason ...
+        self.assertMatchesReport(r"(test_small_world \(.*\) \.\.\. skipped|SKIP\s+\S+\.test_small_world) .*Skipped due "
+                                 r"to small world size\.")
+        # ... and is in no needs-CUDA line
         self.assertNotRegex(self.r.output, r"need.? CUDA.*test_small_world")
         self.assertNotIn("x Skipped due to small world size.: ", self.r.output)  # no needs-CUDA kind line
 
@@ -38,32 +45,7 @@ class _Checks:
         self.check_nothing_left()
 
 
-class TestUnderRunTests(_Checks, FixtureTestCase):
-    RUNNER = MOD
-    ARGS = ["-v"]
-    ENV = NO_GPUS
-
-    def plain(self):
-        return ["TestPlain.test_cuda_only"]  # a plain TestCase: run_tests sees its skip too
-
-
-class TestUnderTheRunner(_Checks, FixtureTestCase):
-    RUNNER = "harness"
-    ARGS = ["tests/compat/cx_gpu_skips.py"]
-    ENV = NO_GPUS
-
-    def plain(self):
-        return ["TestPlain.test_cuda_only"]
-
-
-class TestUnderUnittest(_Checks, FixtureTestCase):
-    """``python -m unittest``: the harness counts what it runs itself (a plain TestCase is unittest's alone)."""
-
-    ARGS = [MOD, "-v"]
-    ENV = NO_GPUS
-
-    def plain(self):
-        return []
+globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), THE_RUNNER: (), UNITTEST: ()}, env=NO_GPUS))
 
 
 if __name__ == "__main__":

@@ -5,10 +5,9 @@ hidden from the run."""
 import re
 import unittest
 
-from tests._support import FixtureTestCase
+from tests._support import PYTEST, RUN_TESTS, THE_RUNNER, UNITTEST, under_each_front_end
 
 MOD = "tests.compat.cx_local_tensor"
-PATH = "tests/compat/cx_local_tensor.py"
 NO_GPUS = {"CUDA_VISIBLE_DEVICES": ""}
 TWIN = "TestShardsWithLocalTensor"
 MIXED_LINE = (r"cx_local_tensor\.TestMixed mixes upstream's torch\.testing\._internal\.distributed\._tensor\."
@@ -62,19 +61,7 @@ class _MixedNamed:
         self.assertNotRegex(self.r.output, r"TestMixed derives from upstream's .*ran on upstream's harness")
 
 
-class TestUnderRunTests(_MixedNamed, _Checks, FixtureTestCase):
-    """``python -m MODULE``: the module's own ``run_tests()``."""
-
-    RUNNER = MOD
-    ARGS = ["-v"]
-    ENV = NO_GPUS
-
-
-class TestUnderTheRunner(_MixedNamed, _Checks, FixtureTestCase):
-    RUNNER = "harness"
-    ARGS = [PATH, "--verbose"]
-    ENV = NO_GPUS
-
+class _RunnerLines(_MixedNamed):
     def test_the_twins_lines_say_local_and_the_simulated_world(self):
         for name in ("test_shard_and_gather", "test_subtests"):
             self.assertMatchesReport(rf"PASS\s+tests\.compat\.cx_local_tensor\.{TWIN}\.{name}\s+local\s+ws=4\s")
@@ -87,21 +74,16 @@ class TestUnderTheRunner(_MixedNamed, _Checks, FixtureTestCase):
         self.assertNotIn("Ran on upstream's harness, not distharness", self.r.output)
 
 
-class TestUnderPytest(_MixedNamed, _Checks, FixtureTestCase):
-    RUNNER = "pytest"
-    ARGS = [PATH, "-q", "-s", "-p", "no:cacheprovider"]
-    ENV = NO_GPUS
-
+class _PytestSection(_MixedNamed):
     def test_the_summary_counts_the_local_tests(self):
         section = self.r.stdout.split(" distharness ", 1)[-1]
         self.assertRegex(section, r"7 on local with world size 4")
 
 
-class TestUnderUnittest(_Checks, FixtureTestCase):
-    """Plain ``python -m unittest``: the harness counts what it runs itself; no hook sees a class's MRO."""
-
-    ARGS = [MOD, "-v"]
-    ENV = NO_GPUS
+# Plain ``python -m unittest``: the harness counts what it runs itself; no hook sees a class's MRO (no _MixedNamed).
+globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: _MixedNamed, THE_RUNNER: _RunnerLines,
+                                                     PYTEST: _PytestSection, UNITTEST: ()},
+                                      env=NO_GPUS, args={THE_RUNNER: ["--verbose"], PYTEST: ["-s"]}))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Tests that hard-code CUDA are skipped as "needs CUDA" on a CPU fallback: tests/compat/cx_needs_cuda.py."""
 import unittest
 
-from tests._support import FixtureTestCase, REPO
+from tests._support import FixtureTestCase, fixture_line
 
 MOD = "tests.compat.cx_needs_cuda"
 # What .cuda() and pin_memory() say with no GPU to see: a CPU build (AssertionError: Torch not compiled with
@@ -12,26 +12,16 @@ CPU_ONLY = (r"Torch not compiled with CUDA enabled|pin_memory=True|Found no NVID
 NO_CUDA = rf"(AssertionError|RuntimeError): [^']*({CPU_ONLY})[^']*"
 
 
-def line_of(marker):
-    import os
-
-    with open(os.path.join(REPO, "tests", "compat", "cx_needs_cuda.py")) as f:
-        for number, line in enumerate(f, 1):
-            if marker in line:
-                return number
-    raise AssertionError(marker)
-
-
 class TestNeedsCudaSkipped(FixtureTestCase):
     ARGS = [MOD, "-v"]
 
     def test_cuda_tensor_is_a_skip_with_the_line(self):
         self.assertMatchesReport(rf"test_cuda_tensor \({MOD}\.TestNeedsCuda\.test_cuda_tensor\) \.\.\. skipped 'needs CUDA: "
-                                 rf"{NO_CUDA} \(cx_needs_cuda.py:{line_of('CX-CUDA-TENSOR')}\)'")
+                                 rf"{NO_CUDA} \(cx_needs_cuda.py:{fixture_line(MOD, 'CX-CUDA-TENSOR')}\)'")
 
     def test_pinned_memory_is_a_skip(self):
         self.assertMatchesReport(rf"test_pinned_memory \(.*\) \.\.\. skipped 'needs CUDA: {NO_CUDA} "
-                                 rf"\(cx_needs_cuda.py:{line_of('CX-PINNED')}\)'")
+                                 rf"\(cx_needs_cuda.py:{fixture_line(MOD, 'CX-PINNED')}\)'")
 
     def test_nccl_alone_is_a_skip_before_the_body(self):
         self.assertMatchesReport(r"test_nccl_alone \(.*\) \.\.\. skipped \"needs CUDA: asks for backend='nccl' alone "
@@ -40,8 +30,12 @@ class TestNeedsCudaSkipped(FixtureTestCase):
 
     def test_only_the_cuda_subtest_is_skipped(self):
         self.assertMatchesReport(rf"^\s+test_subtests \(.*\) \(device='cuda'\) \.\.\. skipped 'needs CUDA: "
-                                 rf"{NO_CUDA} \(cx_needs_cuda.py:{line_of('CX-SUB-CUDA')}\)'$")
+                                 rf"{NO_CUDA} \(cx_needs_cuda.py:{fixture_line(MOD, 'CX-SUB-CUDA')}\)'$")
         self.assertNotRegex(self.r.output, r"\(device='cpu'\) \.\.\. (skipped|FAIL|ERROR)")
+        # the cpu combination ran on both ranks, its all_reduce over both; the cuda one never got past its tensor
+        rows = self.r.rank_lines("CX-SUB-RAN")
+        self.assertEqual(sorted((row["_rank"], row["device"], row["sum"]) for row in rows),
+                         [("0", "cpu", "2"), ("1", "cpu", "2")], self.r.describe())
 
     def test_a_real_failure_stays_a_failure(self):
         text = self.r.section("FAIL: test_real_failure")

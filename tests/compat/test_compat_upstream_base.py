@@ -3,10 +3,9 @@ the harness's FSDPTestContinuous runs: tests/compat/cx_upstream_base.py. GPUs ar
 upstream's harness skips (its ranks exit with "Need at least 2 CUDA devices") on any machine."""
 import unittest
 
-from tests._support import FixtureTestCase
+from tests._support import PYTEST, RUN_TESTS, THE_RUNNER, under_each_front_end
 
 MOD = "tests.compat.cx_upstream_base"
-PATH = "tests/compat/cx_upstream_base.py"
 LINE = ("cx_upstream_base.TestStillUpstream derives from upstream's torch.testing._internal.common_fsdp."
         "FSDPTestContinuous: its 1 test ran on upstream's harness, not distharness; derive it from "
         "harness.FSDPTestContinuous instead (`python -m harness.port FILE` rewrites the import)")
@@ -18,12 +17,21 @@ class _Checks:
         self.assertInReport(LINE)
 
     def test_upstream_harness_ran_it_not_ours(self):
-        self.assertNotIn("UPSTREAM-RAN", self.r.output)  # its ranks left with upstream's skip code
+        # upstream's ranks left with its skip code, before the body: skipped with upstream's reason ...
+        self.assertMatchesReport(r"Need at least 2 CUDA devices: (tests\.compat\.)?cx_upstream_base\."
+                                 r"TestStillUpstream\.test_all_reduce")
+        # ... where a rank's print would show: the harness's class printed from both of its ranks
+        self.assertEqual(sorted(row["_rank"] for row in self.r.rank_lines("HARNESS-RAN")), ["0", "1"],
+                         self.r.describe())
+        self.assertNotIn("UPSTREAM-RAN", self.r.output)
 
     def test_the_harness_class_ran_and_its_cuda_subtest_needs_cuda(self):
         self.assertMatchesReport(r"needs CUDA: AssertionError: Torch not compiled with CUDA enabled|needs CUDA: "
                                  r"RuntimeError: (No CUDA GPUs are available|Found no NVIDIA driver)")
         self.assertMatchesReport(r"cx_upstream_base.py:\d+\)")
+        rows = self.r.rank_lines("HARNESS-RAN")  # its cpu subtest, on both ranks of a gloo group
+        self.assertEqual({(row["_rank"], row["device"], row["sum"], row["backend"]) for row in rows},
+                         {("0", "cpu", "2", "gloo"), ("1", "cpu", "2", "gloo")}, self.r.describe())
 
     def test_both_skips_are_counted_with_their_reasons(self):
         line = self.assertMatchesReport(r"2 tests need CUDA, skipped \(a GPU or NCCL was missing\): (.*)$").group(1)
@@ -38,40 +46,24 @@ class _Checks:
         self.check_nothing_left()
 
 
-class TestUnderRunTests(_Checks, FixtureTestCase):
-    """``python -m MODULE``: the module's own ``run_tests()``."""
-
-    RUNNER = MOD
-    ARGS = ["-v"]
-    ENV = NO_GPUS
-
-    def test_the_harness_class_ran_on_both_ranks(self):
-        rows = self.r.rank_lines("HARNESS-RAN")
-        self.assertEqual({(row["_rank"], row["device"], row["sum"], row["backend"]) for row in rows},
-                         {("0", "cpu", "2", "gloo"), ("1", "cpu", "2", "gloo")}, self.r.describe())
-
-
-class TestUnderPytest(_Checks, FixtureTestCase):
-    RUNNER = "pytest"
-    ARGS = [PATH, "-q", "-rs", "-p", "no:cacheprovider"]
-    ENV = NO_GPUS
-
+class _PytestSection:
     def test_in_the_distharness_section(self):
         section = self.r.stdout.split(" distharness ", 1)[-1]
         self.assertIn(LINE.replace("cx_upstream_base.", "tests.compat.cx_upstream_base.", 1), section)
 
 
-class TestUnderTheRunner(_Checks, FixtureTestCase):
-    RUNNER = "harness"
-    ARGS = [PATH]
-    ENV = NO_GPUS
-
+class _RunnerLines:
     def test_its_line_says_upstream(self):
         self.assertMatchesReport(r"SKIP\s+tests\.compat\.cx_upstream_base\.TestStillUpstream\.test_all_reduce\s+"
                                  r"upstream\s")
         self.assertInReport("Ran on upstream's harness, not distharness (1 class(es)):")
         self.assertMatchesReport(r"PASS\s+tests\.compat\.cx_upstream_base\.TestOnHarness\.test_all_reduce\s+cpu/gloo\s+"
                                  r"ws=2 .*\(2 subtests, 1 skipped\)")
+
+
+# pytest -s, the runner's --verbose: what the ranks print (the output of passing tests) reaches the report
+globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), PYTEST: _PytestSection, THE_RUNNER: _RunnerLines},
+                                      env=NO_GPUS, args={PYTEST: ["-rs", "-s"], THE_RUNNER: ["--verbose"]}))
 
 
 if __name__ == "__main__":

@@ -59,7 +59,11 @@ class TestAnalysis(unittest.TestCase):
     def test_legitimate_differences_are_torchs_to_judge(self):
         # all_gather: every rank's output is the world's inputs, whatever the list form; the same call on both
         dumps = {r: dump(r, call(1, "all_gather", [3], out=[2, 3])) for r in (0, 1)}
-        self.assertIsNone(collectives.analyse(dumps, 2)[0].difference)
+        (view,) = collectives.analyse(dumps, 2)
+        self.assertIsNone(view.difference)
+        text = collectives.section(dumps, 2)
+        self.assertIn("ranks 0, 1: last called #1 all_gather(float32[3]) on the default group, ended", text)
+        self.assertIn("the ranks agree", text)
 
     def test_a_rank_missing(self):
         dumps = {0: dump(0, call(1, "all_reduce"), call(2, "all_reduce", [3], done=False)),
@@ -205,7 +209,13 @@ class TestReport(unittest.TestCase):
     def test_without_dumps_nothing_changes(self):
         results = [RankResult(rank=0, status=TIMEOUT, message="timed out after 20 s"),
                    RankResult(rank=1, status=PASSED)]
-        self.assertNotIn("Collectives", merge("m.T.test_x", results, 2, "cpu/gloo").text)
+        verdict = merge("m.T.test_x", results, 2, "cpu/gloo")
+        # the report as ever: the rank that timed out first, then the others; no section on collectives
+        self.assertEqual(verdict.root_rank, 0)
+        self.assertTrue(verdict.text.startswith("m.T.test_x [rank 0/2] timed out on cpu/gloo: timed out after 20 s"),
+                        verdict.text)
+        self.assertIn("Other ranks:\n  rank 1: passed", verdict.text)
+        self.assertNotIn("Collectives", verdict.text)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ judged for a test described by a plain object (what ``verdict.Judged`` asks of `
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import unittest
 
 from harness import verdict
@@ -60,8 +62,14 @@ class TestTheTestsOutcome(unittest.TestCase):
     def setUp(self) -> None:
         self.case = _case()
 
-    def test_every_rank_passed(self):
-        verdict.report(self.case, Judged(cpu()), [RankResult(0, PASSED), RankResult(1, PASSED)], None)
+    def test_every_rank_passed_is_a_pass_and_each_ranks_output_is_printed_once(self):
+        judged = Judged(cpu())
+        judged.conf = dataclasses.replace(judged.conf, show_output=True)
+        results = [RankResult(0, PASSED, output="step 1\n"), RankResult(1, PASSED, output="step 1\nstep 2\n")]
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            self.assertIsNone(verdict.report(self.case, judged, results, None))
+        self.assertEqual(out.getvalue(), "[rank 0] step 1\n[rank 1] step 1\n[rank 1] step 2\n")
+        self.assertEqual(judged.notes.needs_cuda, {})
 
     def test_a_failing_rank_is_a_failure_that_names_it(self):
         with self.assertRaises(RankFailure) as caught:
@@ -114,6 +122,29 @@ class TestSubtests(unittest.TestCase):
 
 
 class TestWorldChanges(unittest.TestCase):
+    """How the parent words what the ranks left: ranks named only where not all of them did it."""
+
+    def result(self, rank, altered=(), group=None):
+        return RankResult(rank=rank, status=PASSED, altered=list(altered), default_group=group)
+
+    def test_nothing_left(self):
+        self.assertEqual(verdict.world_changes([self.result(0, group=True), self.result(1, group=True)]), [])
+        self.assertEqual(verdict.world_changes([self.result(0, group=False), self.result(1, group=False)]), [])
+
+    def test_the_same_on_every_rank_names_no_rank(self):
+        spy = "torch.distributed.all_reduce replaced"
+        self.assertEqual(verdict.world_changes([self.result(0, [spy]), self.result(1, [spy])]), [spy])
+
+    def test_some_ranks_are_named(self):
+        thread = "thread 'poller' left running"
+        results = [self.result(0, [thread]), self.result(1), self.result(2, [thread]), self.result(3)]
+        self.assertEqual(verdict.world_changes(results), [f"{thread} (ranks 0, 2)"])
+        self.assertEqual(verdict.world_changes(results[1:]), [f"{thread} (rank 2)"])
+
+    def test_default_group_destroyed_on_some_ranks(self):
+        results = [self.result(0, group=False), self.result(1, group=True), self.result(2, group=False)]
+        self.assertEqual(verdict.world_changes(results), ["the default process group destroyed on ranks 0, 2 only"])
+
     def test_what_only_some_ranks_left_names_them_and_fail_fails_only_those(self):
         results = [RankResult(0, PASSED, altered=["a thread left running"]), RankResult(1, PASSED)]
         changes = verdict.world_changes(results)
