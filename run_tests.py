@@ -7,7 +7,7 @@ Examples::
     python run_tests.py --all                            # ... plus the harness's own tests in tests/
     python run_tests.py -i test_pipeline -k parity       # one module, tests whose id matches *parity*
     python run_tests.py --list --shard 1 2               # what CI machine 1 of 2 would run
-    HYPOTHESIS_PROFILE=ci python run_tests.py --all --junit-xml test-reports/junit.xml
+    HYPOTHESIS_PROFILE=ci python run_tests.py --all -j 2 --junit-xml test-reports/junit.xml
 
 Everything else is ``python -m harness`` (harness/runner/): one line per test, the summary ending in
 ``N passed, N failed, N skipped``, ``--shard I N`` by the durations in ``.ci/test-times.json``
