@@ -52,7 +52,7 @@ class MultiProcessTestCase(DistributedAssertions):
     temp_dir: str | None = None
     file_name: str | None = None
     _harness_device_type: str | None = None
-    _harness_shared = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
+    _harness_placement: Any = None  # where the rank runs (harness.placement.Placement): its RankContext's
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -90,7 +90,7 @@ class MultiProcessTestCase(DistributedAssertions):
         """The placement's backend: NCCL with one GPU per rank; gloo on CPU and on GPUs the ranks share."""
         from harness.placement import normalize_backend
 
-        return normalize_backend(None, self.device_type, self._harness_shared)
+        return normalize_backend(None, self.device_type, self._harness_placement.shared)
 
     @property
     def process_group(self) -> Any:
@@ -109,10 +109,11 @@ class MultiProcessTestCase(DistributedAssertions):
 
     # ---- in a rank -------------------------------------------------------------------------------
 
-    def _harness_bind(self, rank: int, task: Task, device_type: str) -> None:
+    def _harness_bind(self, rank: int, task: Task, placement: Any) -> None:
+        """Make this instance the test on ``rank``, as ``task`` asks, where the rank runs (its ``placement``)."""
         self.rank = rank
-        self._harness_device_type = device_type
-        self._harness_shared = task.shared
+        self._harness_placement = placement
+        self._harness_device_type = placement.device_type
         self.temp_dir = task.temp_dir
         self.file_name = task.file_name
         self._harness_in_rank = True

@@ -227,7 +227,7 @@ class ShardedTensorTestBase(MultiProcessTestCase):
             return
         if backend not in ("nccl", "gloo", "mpi", "hccl", "xccl"):
             raise UsageError(f"{self.id()}: init_pg(backend={backend!r}): use one of nccl, gloo, mpi, hccl, xccl")
-        dist.init_process_group(backend=normalize_backend(backend, self.device_type, self._harness_shared),
+        dist.init_process_group(backend=normalize_backend(backend, self.device_type, self._harness_placement.shared),
                                 world_size=self.world_size,
                                 rank=self.rank, init_method=f"file://{self.file_name}")
 

@@ -41,14 +41,14 @@ class RankContext:
 
     rank: int
     world_size: int
-    device_type: str
+    #: where this rank runs, given once when it started (the pool's placement, or the launched node's)
+    placement: Placement
     out_path: str
     keeper: Any  # comms.ProcessGroupKeeper
     conf: Settings  # the run's settings, as the parent had them
     #: meet the other ranks between run_subtests combinations through the parent (pool mode); None: a
     #: barrier on the test's process group (torchrun, where there is no parent)
     meet: Any = None
-    shared: bool = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
     gpu: int | None = None  # this rank's GPU (cuda:gpu), made current again before every test
     #: tell the parent at once that the test failed here, before tearDown and the cleanups run (pool mode):
     #: its peers' HARNESS_PEER_GRACE starts then, even if this rank then waits for them in a tearDown
@@ -252,7 +252,7 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
         try:
             cls = _resolve(task)
             test = cls(task.method)
-            test._harness_bind(ctx.rank, task, ctx.device_type)
+            test._harness_bind(ctx.rank, task, ctx.placement)
             test._harness_subtests = recorder
             _reset_state(task.seed, ctx.gpu)
             fn = getattr(cls, task.method)
@@ -263,7 +263,7 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
                 wants_pg = bool(marks["comms"]) or getattr(cls, "_harness_auto_comms", False)
                 if wants_pg:
                     asked = marks["comms"] if isinstance(marks["comms"], str) else test.backend
-                    keeper.ensure(normalize_backend(asked, ctx.device_type, ctx.shared), ctx.device_type,
+                    keeper.ensure(normalize_backend(asked, ctx.placement.device_type, ctx.placement.shared), ctx.placement.device_type,
                                   group_timeout(task.timeout))
                 else:
                     # A plain MultiProcessTestCase makes its own group (upstream style, file://self.file_name).
@@ -485,20 +485,19 @@ def _serve(conn: Any, rank: int, world_size: int, placement: Placement, pool_dir
            conf: Settings) -> None:
     stack_file = open(os.path.join(pool_dir, f"rank{rank}.stack"), "w")
     _arm_stack_dumps(stack_file)
-    device_type, shared = placement.device_type, placement.shared
     try:
         import torch
 
         from harness.comms import ProcessGroupKeeper
 
         torch.set_num_threads(threads)
-        gpu = take_gpu(rank, world_size, shared) if device_type == "cuda" else None
+        gpu = take_gpu(rank, world_size, placement.shared) if placement.device_type == "cuda" else None
         import torch.distributed as dist
 
         store_path = os.path.join(pool_dir, "store")
-        ctx = RankContext(rank, world_size, device_type, os.path.join(pool_dir, f"rank{rank}.out"),
+        ctx = RankContext(rank, world_size, placement, os.path.join(pool_dir, f"rank{rank}.out"),
                           ProcessGroupKeeper(lambda: dist.FileStore(store_path, world_size), rank, world_size), conf,
-                          meet=_parent_meeting(conn), notice=_parent_notice(conn), shared=shared, gpu=gpu)
+                          meet=_parent_meeting(conn), notice=_parent_notice(conn), gpu=gpu)
     except BaseException as exc:  # noqa: B902
         conn.send(StartFailed(capture_exception(exc)))
         return

@@ -160,7 +160,6 @@ class TestRun:
         with world.test_files(bool(markers(self.fn)["temp_dir"])) as (temp_dir, file_name):
             task = Task(module=type(self.test).__module__, module_file=self.module_file,
                         qualname=type(self.test).__qualname__, method=self.test._testMethodName,
-                        device_type=self.placement.device_type, shared=self.placement.shared,
                         seed=self.conf.seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
                         fresh_pg=world.pg_suspect, isolate=self.conf.env_changed != "off",
                         world_size=self.world_size, timeout=self.timeout, test_id=self.test_id)

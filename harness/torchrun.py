@@ -94,8 +94,8 @@ class LaunchedJob(World, Worlds):
         self.run_id = os.environ.get("TORCHELASTIC_RUN_ID", "") or os.environ.get("MASTER_PORT", "")
         self.scratch = tempfile.mkdtemp(prefix=f"harness-torchrun-r{self.rank}-")
         keeper = ProcessGroupKeeper(lambda: self.store, self.rank, self.world_size, local_rank=self.local_rank)
-        self.ctx = RankContext(self.rank, self.world_size, self.device_type, os.path.join(self.scratch, "out"),
-                               keeper, conf, shared=node.shared, gpu=gpu)
+        self.ctx = RankContext(self.rank, self.world_size, self.placement, os.path.join(self.scratch, "out"),
+                               keeper, conf, gpu=gpu)
         self.seq = 0
         self.pg_suspect = False
         self.active: tuple[str, str] | None = None  # (store prefix, test id) of the test under way

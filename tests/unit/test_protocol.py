@@ -62,7 +62,7 @@ class TestGroupTimeout(unittest.TestCase):
 class TestMessages(unittest.TestCase):
     def test_every_message_crosses_a_pipe(self):
         outcome = SubtestOutcome({"x": 1}, PASSED)
-        task = Task(module="m", module_file=None, qualname="T", method="test_x", device_type="cpu", seed=1,
+        task = Task(module="m", module_file=None, qualname="T", method="test_x", seed=1,
                     timeout=30.0)
         for message in (task, Ready(1), StartFailed(("E", "m", "tb")), Failing(RankResult(0, PASSED)),
                         Meet(1, outcome), Done(RankResult(0, PASSED)), Go(), Stop("why"), Shutdown()):

@@ -83,7 +83,7 @@ class FakeWorld:
 
 
 def task(name):
-    return Task(module="m", module_file=None, qualname="T", method=name, device_type="cpu", seed=0, test_id=name)
+    return Task(module="m", module_file=None, qualname="T", method=name, seed=0, test_id=name)
 
 
 def failing():
