@@ -88,9 +88,9 @@ class MultiProcessTestCase(DistributedAssertions):
     @property
     def backend(self) -> str:
         """The placement's backend: NCCL with one GPU per rank; gloo on CPU and on GPUs the ranks share."""
-        from harness.placement import normalize_backend
-
-        return normalize_backend(None, self.device_type, self._harness_placement.shared)
+        if self._harness_placement is None:
+            raise UsageError(f"{self.id()}: backend is only known inside a rank (in the test body, setUp or tearDown)")
+        return self._harness_placement.backend
 
     @property
     def process_group(self) -> Any:

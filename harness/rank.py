@@ -24,7 +24,7 @@ from typing import Any
 from harness import collectives, cuda_state, isolation, subtests
 from harness.comms import forget_destroyed_groups
 from harness.config import Settings
-from harness.placement import Placement, normalize_backend
+from harness.placement import Placement
 from harness.outcome import (ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable,
                              read_bounded, sendable)
 from harness.protocol import Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task, group_timeout
@@ -219,6 +219,18 @@ def _bound_method(test: Any, task: Task, fn: Any) -> Any:
     return example
 
 
+def _backend_asked(test: Any, marks: dict[str, Any]) -> str | None:
+    """The backend the test asks for: ``@with_comms(backend=...)``, else its class's own ``backend`` (an
+    upstream-style override, said in the test's words); None: it asks for none, the placement's is taken."""
+    from harness.case import MultiProcessTestCase
+
+    if isinstance(marks["comms"], str):
+        return marks["comms"]
+    if getattr(type(test), "backend", None) is MultiProcessTestCase.__dict__["backend"]:
+        return None
+    return test.backend
+
+
 def run_task(task: Task, ctx: RankContext) -> RankResult:
     """Run one test as this rank and turn whatever happened into a RankResult.
 
@@ -262,9 +274,9 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
             if keeper is not None:
                 wants_pg = bool(marks["comms"]) or getattr(cls, "_harness_auto_comms", False)
                 if wants_pg:
-                    asked = marks["comms"] if isinstance(marks["comms"], str) else test.backend
-                    keeper.ensure(normalize_backend(asked, ctx.placement.device_type, ctx.placement.shared), ctx.placement.device_type,
-                                  group_timeout(task.timeout))
+                    backend = ctx.placement.backend_for(_backend_asked(test, marks))
+                    # NCCL binds its communicator to the rank's GPU; gloo takes CUDA tensors as they come
+                    keeper.ensure(backend, group_timeout(task.timeout), ctx.gpu if "nccl" in backend else None)
                 else:
                     # A plain MultiProcessTestCase makes its own group (upstream style, file://self.file_name).
                     keeper.release()

@@ -93,7 +93,7 @@ class LaunchedJob(World, Worlds):
         self.store = dist.PrefixStore("harness", store)
         self.run_id = os.environ.get("TORCHELASTIC_RUN_ID", "") or os.environ.get("MASTER_PORT", "")
         self.scratch = tempfile.mkdtemp(prefix=f"harness-torchrun-r{self.rank}-")
-        keeper = ProcessGroupKeeper(lambda: self.store, self.rank, self.world_size, local_rank=self.local_rank)
+        keeper = ProcessGroupKeeper(lambda: self.store, self.rank, self.world_size)
         self.ctx = RankContext(self.rank, self.world_size, self.placement, os.path.join(self.scratch, "out"),
                                keeper, conf, gpu=gpu)
         self.seq = 0
