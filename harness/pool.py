@@ -229,13 +229,13 @@ class RankPool(World):
         self.close()  # Pools makes a new pool for the next test
         return "ranks restarted"
 
-    def run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
+    def run(self, task: Task, peer_grace: float) -> list[RankResult]:
         """Send ``task`` to every rank and collect one RankResult per rank, whatever happens.
 
         An interrupt (Ctrl-C, or SIGTERM turned into one) stops the ranks at once and goes on up.
         """
         try:
-            return self._run(task, timeout, peer_grace)
+            return self._run(task, task.timeout, peer_grace)
         except BaseException:
             self.broken = True
             self.close()
@@ -477,7 +477,7 @@ class Pools(Worlds):
 
         pools = Pools()
         pool, reused = pools.world(2, choose_placement(2, 0, "cpu"), settings())
-        results = pool.run(task, timeout=60, peer_grace=5)
+        results = pool.run(task, peer_grace=5)
         pools.close()
     """
 

@@ -163,7 +163,7 @@ class TestRun:
                         seed=self.conf.seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
                         fresh_pg=world.pg_suspect, isolate=self.conf.env_changed != "off",
                         world_size=self.world_size, timeout=self.timeout, test_id=self.test_id)
-            results = world.run(task, self.timeout, self.conf.peer_grace)
+            results = world.run(task, self.conf.peer_grace)
         # Every rank sees the same results, so under torchrun every rank rebuilds the group alike.
         world.pg_suspect = any(r.is_bad for r in results)
         world.history.append(triage.Ran(task, self.test))
@@ -196,7 +196,7 @@ class TestRun:
             return results
         finding = triage.check(task, earlier, results,
                                lambda: worlds.fresh(self.world_size, self.placement, self.conf),
-                               self.timeout, self.conf.peer_grace, left)
+                               self.conf.peer_grace, left)
         self.notes.triage(finding)
         self.triage_line = finding.line()
         if finding.kind != triage.POLLUTED:

@@ -206,7 +206,8 @@ class LaunchedJob(World, Worlds):
             return "the job's remaining tests are skipped (a launched rank cannot be replaced)"
         return "the launched ranks went on with it (they cannot be replaced)"
 
-    def run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
+    def run(self, task: Task, peer_grace: float) -> list[RankResult]:
+        timeout = task.timeout
         self.seq += 1
         prefix = f"t{self.seq}"
         test_id = task.test_id or f"{task.module}.{task.qualname}.{task.method}"

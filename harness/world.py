@@ -43,9 +43,10 @@ class World(abc.ABC):
         the same on every rank and removed after the test."""
 
     @abc.abstractmethod
-    def run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
-        """Run ``task`` on every rank: one RankResult per rank, whatever happens (a rank that hangs past
-        ``timeout``, or runs ``peer_grace`` seconds after a peer failed, is stopped and reported)."""
+    def run(self, task: Task, peer_grace: float) -> list[RankResult]:
+        """Run ``task`` on every rank: one RankResult per rank, whatever happens (a rank that hangs past the
+        test's time limit, ``task.timeout``, or runs ``peer_grace`` seconds after a peer failed, is stopped
+        and reported)."""
 
     def same_example(self, kwargs: dict[str, Any], test_id: str) -> dict[str, Any]:
         """A hypothesis example as every rank runs it (where every rank draws its own: checked the same)."""
