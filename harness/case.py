@@ -201,14 +201,14 @@ def _nothing() -> None:
 def _count_decorator_skip(test: MultiProcessTestCase, method: Any, run: Run) -> None:
     """A skip decorator on the test or its class (upstream's ``requires_nccl()``, ``skipIf(not TEST_CUDA, ...)``)
     skips before any rank runs: count it in the needs-CUDA line when its reason means a GPU or NCCL."""
-    from harness.fallback import gpu_skip
     from harness.notes import short_id
+    from harness.report import count_skip
+    from harness.verdict import skipped
 
     for holder in (type(test), method):
         if getattr(holder, "__unittest_skip__", False):
-            why = str(getattr(holder, "__unittest_skip_why__", "") or "")
-            if gpu_skip(why):
-                run.notes.needs_cuda_for(short_id(test), why)
+            test_id = short_id(test)
+            count_skip(run.notes, test_id, skipped(test_id, str(getattr(holder, "__unittest_skip_why__", "") or "")))
             return
 
 

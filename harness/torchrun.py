@@ -32,10 +32,11 @@ from harness import collectives
 from harness.comms import ProcessGroupKeeper
 from harness.config import Settings
 from harness.errors import HarnessError, RankError
-from harness.outcome import PASSED, TIMEOUT, RankResult, merge, tidy_stack
+from harness.outcome import PASSED, TIMEOUT, RankResult, tidy_stack
 from harness.placement import Placement, choose_placement
 from harness.protocol import Go, Stop, Task, meeting_call
 from harness.rank import RankContext, run_task, take_gpu, write_to_real_stderr
+from harness.verdict import Facts, judge
 from harness.world import World, Worlds
 
 __all__ = ["launched", "launched_rank", "launched_job", "LaunchedJob", "main_module_entry", "report_stream"]
@@ -336,7 +337,7 @@ class LaunchedJob(World, Worlds):
                 # The main thread is stuck, so report from here, then end the job.
                 results = self._collect(cur["prefix"], cur["grace"] + 5)
                 self._share_collectives(cur["prefix"], results)
-                verdict = merge(cur["test_id"], results, self.world_size, f"{self.device_type} (torchrun)")
+                verdict = judge(results, Facts(cur["test_id"], self.world_size, self.placement))
                 write_to_real_stderr(f"\nERROR: {cur['test_id']}\n{verdict.text}\n\nharness: ending the job "
                                      "(a hung rank cannot run another test)\n")
                 self._set_done()

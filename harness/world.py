@@ -7,8 +7,9 @@ Two kinds of world exist, behind the same interface:
 * ``harness.torchrun.LaunchedJob``: the ranks torchrun launched, this process being one of them.
 
 ``harness.testrun`` drives either the same way: it asks the run's :class:`Worlds` where a test goes
-and for a world, builds one ``protocol.Task``, has the world run it, and turns the ranks' results into
-unittest's outcomes (harness.verdict). A world knows how to reach its ranks, nothing of verdicts.
+and for a world, builds one ``protocol.Task``, has the world run it, and hands the ranks' results to
+one verdict (harness.verdict), which harness.report renders. A world knows how to reach its ranks,
+nothing of verdicts.
 """
 from __future__ import annotations
 
