@@ -10,6 +10,7 @@ from typing import Any, Callable
 from harness.assertions import DistributedAssertions
 from harness.decorators import markers
 from harness.errors import UsageError
+from harness.placement import Placement
 from harness.protocol import Task
 from harness.run import Run, run_for
 
@@ -52,7 +53,7 @@ class MultiProcessTestCase(DistributedAssertions):
     temp_dir: str | None = None
     file_name: str | None = None
     _harness_device_type: str | None = None
-    _harness_placement: Any = None  # where the rank runs (harness.placement.Placement): its RankContext's
+    _harness_placement: Placement | None = None  # where the rank runs: its RankContext's (harness.rank_task)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -109,7 +110,7 @@ class MultiProcessTestCase(DistributedAssertions):
 
     # ---- in a rank -------------------------------------------------------------------------------
 
-    def _harness_bind(self, rank: int, task: Task, placement: Any) -> None:
+    def _harness_bind(self, rank: int, task: Task, placement: Placement) -> None:
         """Make this instance the test on ``rank``, as ``task`` asks, where the rank runs (its ``placement``)."""
         self.rank = rank
         self._harness_placement = placement

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import pickle
 import re
 import signal
@@ -11,7 +10,7 @@ import unittest
 from typing import Any
 
 __all__ = ["RankResult", "SubtestOutcome", "capture_exception", "order_by_cause", "picklable", "sendable",
-           "read_bounded", "bounded_output", "describe_exit", "blocked_in", "tidy_stack"]
+           "describe_exit", "blocked_in", "tidy_stack"]
 
 from harness.status import Status
 
@@ -169,44 +168,6 @@ def sendable(result: RankResult) -> RankResult:
                           message=f"this rank's result could not be sent to the parent ({why})")
 
 
-#: bytes of one rank's output kept for one test: the first and the last half, the cut said between
-OUTPUT_LIMIT = 64 * 1024
-
-
-def bounded_output(data: bytes, limit: int = OUTPUT_LIMIT, total: int | None = None, tail: bytes = b"") -> str:
-    """Output as text, at most about ``limit`` bytes: head and tail kept, what was cut said between them."""
-    total = len(data) + len(tail) if total is None else total
-    if not tail and len(data) <= limit:
-        return data.decode("utf-8", "replace")
-    if not tail:
-        data, tail = data[:limit // 2], data[-(limit // 2):]
-    head_text = data.decode("utf-8", "replace")
-    tail_text = tail.decode("utf-8", "replace")
-    # cut at line ends where there are any, so no line is shown half
-    if "\n" in head_text[len(head_text) // 2:]:
-        head_text = head_text[:head_text.rindex("\n") + 1]
-    if "\n" in tail_text[: len(tail_text) // 2]:
-        tail_text = tail_text[tail_text.index("\n") + 1:]
-    cut = total - len(head_text.encode("utf-8", "replace")) - len(tail_text.encode("utf-8", "replace"))
-    return (f"{head_text.rstrip(chr(10))}\n... {max(cut, 0)} bytes of output not shown "
-            f"(the first and last {limit // 2048} KiB are kept) ...\n{tail_text}")
-
-
-def read_bounded(path: str, offset: int = 0, limit: int = OUTPUT_LIMIT) -> str:
-    """The file from ``offset`` as text, at most about ``limit`` bytes of it (see bounded_output)."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size - offset
-            f.seek(offset)
-            if size <= limit:
-                return f.read().decode("utf-8", "replace")
-            head = f.read(limit // 2)
-            f.seek(offset + size - limit // 2)
-            return bounded_output(head, limit, total=size, tail=f.read())
-    except OSError:
-        return ""
-
-
 def picklable(value: Any) -> Any:
     try:
         pickle.dumps(value)
@@ -215,7 +176,8 @@ def picklable(value: Any) -> Any:
         return repr(value)
 
 
-_HIDDEN_FILES = re.compile(r"[/\\](harness[/\\](rank|subtests|case|testrun|verdict|torchrun|assertions|main)\.py|"
+_HIDDEN_FILES = re.compile(r"[/\\](harness[/\\](rank|rank_task|capture|subtests|case|testrun|verdict|report|torchrun|"
+                           r"assertions|main)\.py|"
                            r"unittest[/\\](case|suite|runner|main)\.py|multiprocessing[/\\]\w+\.py)$")
 
 

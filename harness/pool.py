@@ -25,8 +25,9 @@ from typing import Any, Iterator
 from harness import collectives, template
 from harness.config import Settings
 from harness.errors import HarnessError
+from harness.capture import read_bounded
 from harness.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
-                             read_bounded, tidy_stack)
+                             tidy_stack)
 from harness.placement import Placement, choose_placement
 from harness.protocol import Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task, meeting_call
 from harness.world import World, Worlds

@@ -31,7 +31,7 @@ class Task:
     """One test, as every rank runs it: the same object goes to each rank.
 
     Where the ranks run (their placement: device, shared GPUs) is not here: a rank was given it once, when
-    it started (harness.rank.RankContext), and every test it runs runs there.
+    it started (harness.rank_task.RankContext), and every test it runs runs there.
     """
 
     module: str

@@ -3,7 +3,7 @@
 :class:`LaunchedJob` is a transport: the same ``harness.world.World`` a spawned pool is, carried by
 torchrun's store instead of pipes. When torchrun (torch.distributed.elastic) set ``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK`` and ``MASTER_ADDR``/``MASTER_PORT``, every process runs the same tests
-in the same order. Each runs the body as its rank (the same ``rank.run_task`` a pool worker uses) on
+in the same order. Each runs the body as its rank (the same ``rank_task.run_task`` a pool worker uses) on
 the process group from ``env://``, publishes its RankResult in the store (a side channel: a broken
 collective cannot block it), and reads every other rank's, so every rank reaches the same verdict
 (harness.verdict); rank 0 alone prints it and writes the JUnit XML. The ranks meet between
@@ -35,7 +35,9 @@ from harness.errors import HarnessError, RankError
 from harness.outcome import PASSED, TIMEOUT, RankResult, tidy_stack
 from harness.placement import Placement, choose_placement
 from harness.protocol import Go, Stop, Task, meeting_call
-from harness.rank import RankContext, run_task, take_gpu, write_to_real_stderr
+from harness.capture import write_to_real_stderr
+from harness.gpu import take_gpu
+from harness.rank_task import RankContext, run_task
 from harness.verdict import Facts, judge
 from harness.world import World, Worlds
 
@@ -242,7 +244,7 @@ class LaunchedJob(World, Worlds):
         result is in the store) while the others wait, stop. When a combination failed or was skipped
         (here or on a peer) and a peer has not arrived within HARNESS_PEER_GRACE, that peer is stuck
         inside the combination: this rank stops the test with that said, and, on gloo, closing its group
-        on the way out (harness.rank) wakes the stuck peer at once instead of at the timeout.
+        on the way out (harness.rank_task) wakes the stuck peer at once instead of at the timeout.
         """
 
         def meet(index: int, outcome: Any) -> None:

@@ -115,8 +115,12 @@ def skipped(test_id: str, reason: str, kind: str = OWN) -> Verdict:
 
         skipped("m.T.t", "Need at least 2 CUDA devices").gpu    # True
     """
-    return Verdict(test_id, SKIPPED, [reason], skip=kind, reason=reason,
-                   gpu=kind in (NEEDS_CUDA, NEEDS_NCCL) or gpu_skip(reason))
+    return Verdict(test_id, SKIPPED, [reason], skip=kind, reason=reason, gpu=_means_gpu(kind, reason))
+
+
+def _means_gpu(kind: str, reason: str) -> bool:
+    """A skip of ``kind`` for ``reason`` means "needs a GPU or NCCL" (the run's needs-CUDA line counts it)."""
+    return kind in (NEEDS_CUDA, NEEDS_NCCL) or gpu_skip(reason)
 
 
 def before_run(facts: Facts, world_skip: str = "", asked_backend: Any = None, defined_at: str = "") -> Verdict | None:
@@ -251,7 +255,8 @@ def _judge_subtests(results: list[RankResult], facts: Facts) -> list[SubtestVerd
             root = order_by_cause(as_results)[0] if bad else next(r for r in as_results if r.status == SKIPPED)
             kind, cuda = _needs_cuda(facts, root) if bad else ("", "")
             if cuda:
-                judged.append(SubtestVerdict(first.params, SKIPPED, [cuda], skip=kind, reason=cuda, gpu=True))
+                judged.append(SubtestVerdict(first.params, SKIPPED, [cuda], skip=kind, reason=cuda,
+                                             gpu=_means_gpu(kind, cuda)))
                 continue
             lines = report_text.subtest_failure(facts.test_id, facts.world_size, facts.placement.label, first.label,
                                                 root, as_results, stuck)
@@ -260,7 +265,7 @@ def _judge_subtests(results: list[RankResult], facts: Facts) -> list[SubtestVerd
         elif skips and len(skips) == len(per_rank):
             reason = skips[0][1].message
             judged.append(SubtestVerdict(first.params, SKIPPED, [reason], skip=OWN, reason=reason,
-                                         gpu=gpu_skip(reason)))
+                                         gpu=_means_gpu(OWN, reason)))
         else:
             judged.append(SubtestVerdict(first.params, PASSED))
     return judged

@@ -219,7 +219,7 @@ class TestTheRankAsksThePlacement(unittest.TestCase):
 
     def test_the_backend_asked_is_the_decorators_or_the_classs_own_else_none(self):
         from harness.decorators import markers
-        from harness.rank import _backend_asked
+        from harness.rank_task import _backend_asked
 
         Plain, Own = _classes()
         self.assertIsNone(_backend_asked(Plain("test_x"), markers(Plain.test_x)))  # the placement's: not normalised again
