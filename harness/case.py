@@ -10,6 +10,7 @@ from typing import Any, Callable
 from harness.assertions import DistributedAssertions
 from harness.decorators import markers
 from harness.errors import UsageError
+from harness.placement import Placement
 from harness.protocol import Task
 from harness.run import Run, run_for
 
@@ -52,7 +53,7 @@ class MultiProcessTestCase(DistributedAssertions):
     temp_dir: str | None = None
     file_name: str | None = None
     _harness_device_type: str | None = None
-    _harness_shared = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
+    _harness_placement: Placement | None = None  # where the rank runs: its RankContext's (harness.rank_task)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -88,9 +89,9 @@ class MultiProcessTestCase(DistributedAssertions):
     @property
     def backend(self) -> str:
         """The placement's backend: NCCL with one GPU per rank; gloo on CPU and on GPUs the ranks share."""
-        from harness.placement import normalize_backend
-
-        return normalize_backend(None, self.device_type, self._harness_shared)
+        if self._harness_placement is None:
+            raise UsageError(f"{self.id()}: backend is only known inside a rank (in the test body, setUp or tearDown)")
+        return self._harness_placement.backend
 
     @property
     def process_group(self) -> Any:
@@ -109,10 +110,11 @@ class MultiProcessTestCase(DistributedAssertions):
 
     # ---- in a rank -------------------------------------------------------------------------------
 
-    def _harness_bind(self, rank: int, task: Task, device_type: str) -> None:
+    def _harness_bind(self, rank: int, task: Task, placement: Placement) -> None:
+        """Make this instance the test on ``rank``, as ``task`` asks, where the rank runs (its ``placement``)."""
         self.rank = rank
-        self._harness_device_type = device_type
-        self._harness_shared = task.shared
+        self._harness_placement = placement
+        self._harness_device_type = placement.device_type
         self.temp_dir = task.temp_dir
         self.file_name = task.file_name
         self._harness_in_rank = True
@@ -200,14 +202,14 @@ def _nothing() -> None:
 def _count_decorator_skip(test: MultiProcessTestCase, method: Any, run: Run) -> None:
     """A skip decorator on the test or its class (upstream's ``requires_nccl()``, ``skipIf(not TEST_CUDA, ...)``)
     skips before any rank runs: count it in the needs-CUDA line when its reason means a GPU or NCCL."""
-    from harness.fallback import gpu_skip
     from harness.notes import short_id
+    from harness.report import count_skip
+    from harness.verdict import skipped
 
     for holder in (type(test), method):
         if getattr(holder, "__unittest_skip__", False):
-            why = str(getattr(holder, "__unittest_skip_why__", "") or "")
-            if gpu_skip(why):
-                run.notes.needs_cuda_for(short_id(test), why)
+            test_id = short_id(test)
+            count_skip(run.notes, test_id, skipped(test_id, str(getattr(holder, "__unittest_skip_why__", "") or "")))
             return
 
 

@@ -18,13 +18,11 @@ class ProcessGroupKeeper:
     names each new rendezvous (a prefix in one FileStore) stays the same on every rank without talking.
     """
 
-    def __init__(self, store_factory: Callable[[], Any], rank: int, world_size: int, timeout_s: float = 1800.0,
-                 local_rank: int | None = None):
+    def __init__(self, store_factory: Callable[[], Any], rank: int, world_size: int):
         self.store_factory = store_factory  # FileStore in a pool; torchrun's env:// store when launched
-        self.local_rank = rank if local_rank is None else local_rank
         self.rank = rank
         self.world_size = world_size
-        self.timeout = datetime.timedelta(seconds=timeout_s)
+        self.timeout = datetime.timedelta(0)  # the group's: only ever raised (ensure's timeout_s)
         self.generation = 0
         self.backend: str | None = None  # backend of the group we created, None when we own none
         self._store = None
@@ -34,12 +32,13 @@ class ProcessGroupKeeper:
             self._store = self.store_factory()
         return self._store
 
-    def ensure(self, backend: str, device_type: str, timeout_s: float | None = None) -> bool:
+    def ensure(self, backend: str, timeout_s: float, device_id: int | None = None) -> bool:
         """Make sure the default group exists with ``backend``, and that its collectives wait at least
-        ``timeout_s`` (the test's own limit stays the first to fire); returns True when it was reused."""
+        ``timeout_s`` (``protocol.group_timeout``: the test's own limit stays the first to fire); returns True
+        when it was reused. ``device_id``: the GPU to bind an NCCL communicator to (None: none is bound)."""
         import torch.distributed as dist
 
-        wanted = datetime.timedelta(seconds=timeout_s) if timeout_s else self.timeout
+        wanted = datetime.timedelta(seconds=timeout_s)
         if dist.is_initialized() and self.backend == backend:
             if wanted > self.timeout:
                 try:
@@ -56,11 +55,10 @@ class ProcessGroupKeeper:
         self.generation += 1
         store = dist.PrefixStore(f"harness/pg{self.generation}", self.base_store())
         kwargs = {}
-        if device_type == "cuda" and "nccl" in backend:
+        if device_id is not None:
             import torch
 
-            # NCCL binds its communicator to the rank's GPU; gloo (shared GPUs) takes CUDA tensors as they come
-            kwargs["device_id"] = torch.device("cuda", self.local_rank % max(1, torch.cuda.device_count()))
+            kwargs["device_id"] = torch.device("cuda", device_id)
         dist.init_process_group(backend=backend, store=store, rank=self.rank, world_size=self.world_size,
                                 timeout=self.timeout, **kwargs)
         self.backend = backend

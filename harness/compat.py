@@ -221,13 +221,11 @@ class ShardedTensorTestBase(MultiProcessTestCase):
         """Make the default group (a test without ``@with_comms`` that makes its own)."""
         import torch.distributed as dist
 
-        from harness.placement import normalize_backend
-
         if dist.is_initialized():
             return
         if backend not in ("nccl", "gloo", "mpi", "hccl", "xccl"):
             raise UsageError(f"{self.id()}: init_pg(backend={backend!r}): use one of nccl, gloo, mpi, hccl, xccl")
-        dist.init_process_group(backend=normalize_backend(backend, self.device_type, self._harness_shared),
+        dist.init_process_group(backend=self._harness_placement.backend_for(backend),
                                 world_size=self.world_size,
                                 rank=self.rank, init_method=f"file://{self.file_name}")
 

@@ -1,7 +1,7 @@
 """Inside a rank: the GPU between two tests: a CUDA context a test broke, memory it left referenced, statistics reset.
 
 A reused rank must start each test with the GPU a fresh process would have. Three things a test can
-leave behind there, and what the harness does (``rank.run_task`` calls :func:`after_test` once the
+leave behind there, and what the harness does (``rank_task.run_task`` calls :func:`after_test` once the
 test, its frames and its exception are gone):
 
 * **A broken CUDA context.** After a *sticky* error (a device-side assert, an illegal address, a

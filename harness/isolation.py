@@ -18,7 +18,7 @@ what can be put back:
   ``torch._dynamo`` / ``torch._inductor`` / ``torch._functorch`` configs;
 * CUDA memory statistics (when CUDA is initialised; ``harness.cuda_state`` resets them).
 
-The RNGs need no snapshot: every test starts from the same seeds (``rank._reset_state``).
+The RNGs need no snapshot: every test starts from the same seeds (``rank_task._reset_state``).
 
 What cannot be put back is returned as a list of plain sentences: a function or class of torch or
 torch.distributed replaced and left so (other modules may hold the replacement), threads left
@@ -330,7 +330,7 @@ def _put_default_device(saved: Any) -> None:
     import torch
 
     if _default_device() is not saved:
-        torch.set_default_device(None)  # the harness records after setting None (rank._reset_state)
+        torch.set_default_device(None)  # the harness records after setting None (rank_task._reset_state)
 
 
 def _function_modes() -> int:

@@ -196,6 +196,8 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
     wants_pg = bool(marks["comms"]) or test._harness_auto_comms
     module_file = getattr(sys.modules.get(type(test).__module__), "__file__", None)
 
+    hard_coded: set[str] = set()  # the needs-CUDA skips guard made (the notes group them as the harness's kind)
+
     def guard(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call the test (or one ``run_subtests`` combination): a hard-coded-CUDA error on CPU for want of GPUs
         becomes a "needs CUDA" skip, as on the harness's ranks."""
@@ -207,6 +209,7 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
         except Exception as exc:
             reason = _needs_cuda_reason(exc, module_file) if fallback else ""
             if reason:
+                hard_coded.add(reason)
                 raise unittest.SkipTest(reason) from exc
             raise
 
@@ -222,7 +225,7 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
 
     def add_skip(case: Any, reason: str) -> None:
         if _gpu_skip(reason):  # the front ends leave the harness's classes to it: count it here
-            notes.needs_cuda_for(test_id, reason)
+            notes.needs_cuda_for(test_id, reason, fallback=reason in hard_coded)
         if original_add_skip is not None:
             original_add_skip(case, reason)
 

@@ -53,9 +53,10 @@ def _ids(tests: list[str], most: int) -> str:
     return ", ".join(tests[:most]) + (f" and {len(tests) - most} more" if len(tests) > most else "")
 
 
-def _kind(reason: str) -> str:
-    """What a needs-CUDA skip is grouped under in the summary: the harness's own kind, or the reason's words."""
-    if reason.startswith("needs CUDA:"):
+def _kind(reason: str, hard_coded: bool) -> str:
+    """What a needs-CUDA skip is grouped under in the summary: the harness's own kind (a test that hard-codes
+    CUDA and ran on CPU for want of GPUs), or the reason's words."""
+    if hard_coded:
         return _FALLBACK_KIND
     first = reason.strip().splitlines()[0] if reason.strip() else "(no reason given)"
     return first if len(first) <= 140 else first[:137] + "..."
@@ -72,15 +73,20 @@ class Notes:
     """
 
     def __init__(self) -> None:
-        #: every harness test as it ran, in order (the runner's lines, the pytest plugin's properties)
+        #: every harness test as it ran, in order (the pytest plugin's count of tests per placement)
         self.records: list[TestRecord] = []
-        #: reason -> test ids that ran on CPU, or on GPUs their ranks shared, for want of GPUs
-        self.fallbacks: dict[str, list[str]] = {}
+        #: test id -> its record not yet taken by a front end (take_record: the runner's line, the pytest plugin)
+        self._untaken: dict[str, TestRecord] = {}
+        #: (ran on CPU, the placement's reason) -> test ids that ran on CPU, or on GPUs their ranks shared,
+        #: for want of GPUs
+        self.fallbacks: dict[tuple[bool, str], list[str]] = {}
         #: (test id, what it left, what became of the ranks) for each test that left them altered
         self.altered: list[tuple[str, list[str], str]] = []
         #: test id -> why each of its (sub)tests was skipped for want of a GPU or NCCL: it hard-codes CUDA and
         #: ran on CPU ("needs CUDA: ..."), or its skip says so in upstream's words (see fallback.gpu_skip)
         self.needs_cuda: dict[str, list[str]] = {}
+        #: the needs-CUDA reasons of tests that hard-code CUDA and ran on CPU for want of GPUs (their own group)
+        self.hard_coded: set[str] = set()
         #: "module.Class" -> (how it reaches upstream's harness, ids of its tests that ran)
         self.upstream: dict[str, tuple[Any, list[str]]] = {}
         #: every failure checked in fresh ranks (harness.triage.Finding), in order
@@ -92,11 +98,22 @@ class Notes:
     # ---- adding ------------------------------------------------------------------------------------
 
     def record(self, rec: TestRecord) -> None:
+        """The test as it ran (its latest run, where a test ran twice before a front end took it)."""
         self.records.append(rec)
+        self._untaken[rec.test_id] = rec
 
-    def fallback(self, reason: str, test_id: str) -> None:
-        """``test_id`` ran on CPU or shared GPUs for want of GPUs, for ``reason``."""
-        self.fallbacks.setdefault(reason, []).append(test_id)
+    def take_record(self, test_id: str) -> TestRecord | None:
+        """The record of ``test_id`` since a front end last took it (None: the harness did not run it).
+
+        Example::
+
+            rec = notes.take_record("mod.TestX.test_y")    # rec.placement: "cpu/gloo"
+        """
+        return self._untaken.pop(test_id, None)
+
+    def fallback(self, test_id: str, on_cpu: bool, reason: str) -> None:
+        """``test_id`` ran on CPU (``on_cpu``), or on shared GPUs, for want of GPUs: the placement's ``reason``."""
+        self.fallbacks.setdefault((on_cpu, reason), []).append(test_id)
 
     def altered_by(self, test_id: str, changes: list[str], then: str = "ranks restarted") -> None:
         """``test_id`` left its ranks altered (``changes``); ``then``: what became of them."""
@@ -131,23 +148,27 @@ class Notes:
             if f.kind == POLLUTED:
                 lines.append(f"triage: {f.test_id} {f.line()}")
         return lines
+
     def harness_ran(self, test_id: str) -> None:
         """The harness's own ``run()`` took ``test_id`` (harness.case, harness.local), whatever else is in its MRO."""
         self.ran_by_harness.add(test_id)
 
-    def needs_cuda_for(self, test_id: str, reason: str) -> None:
-        """``test_id`` (or one of its subtests) was skipped for want of a GPU or NCCL."""
+    def needs_cuda_for(self, test_id: str, reason: str, fallback: bool = False) -> None:
+        """``test_id`` (or one of its subtests) was skipped for want of a GPU or NCCL; ``fallback``: it hard-codes
+        CUDA and ran on CPU for want of GPUs (harness.verdict's NEEDS_CUDA)."""
         self.needs_cuda.setdefault(test_id, []).append(reason)
+        if fallback:
+            self.hard_coded.add(reason)
 
     def skip_seen(self, test: Any, reason: str) -> None:
         """A front end (the runner, the pytest plugin, ``run_tests``) saw ``test`` (or one of its subtests)
         skipped: count it when the reason means "needs a GPU or NCCL". The harness's own classes are counted
         where the harness runs them (harness.testrun, harness.verdict), so they are left alone here."""
-        from harness.fallback import gpu_skip
+        from harness.verdict import skipped
 
         if isinstance(test, unittest.case._SubTest):
             test = test.test_case
-        if getattr(type(test), "_harness_test_class", False) or not gpu_skip(reason):
+        if getattr(type(test), "_harness_test_class", False) or not skipped("", reason).gpu:
             return
         self.needs_cuda_for(short_id(test) if isinstance(test, unittest.TestCase) else str(test), reason)
 
@@ -172,8 +193,8 @@ class Notes:
     def fallback_lines(self) -> list[str]:
         """One line per reason that tests ran on CPU, or on GPUs their ranks shared, for want of GPUs."""
         lines = []
-        for reason, tests in self.fallbacks.items():
-            if reason.endswith(": ran on CPU/gloo"):
+        for (on_cpu, reason), tests in self.fallbacks.items():
+            if on_cpu:  # the reason ends as the line begins: say it once
                 where, why = "on CPU/gloo, not GPUs", reason.removesuffix(": ran on CPU/gloo")
             else:
                 where, why = "on shared GPUs over gloo, not one GPU per rank on NCCL", reason
@@ -199,7 +220,7 @@ class Notes:
         kinds: dict[str, list[str]] = {}
         for test_id, reasons in self.needs_cuda.items():
             for reason in reasons:
-                kinds.setdefault(_kind(reason), []).append(test_id)
+                kinds.setdefault(_kind(reason, reason in self.hard_coded), []).append(test_id)
         for kind, ids in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
             lines.append(f"  {len(ids)} x {kind}: {_ids(list(dict.fromkeys(ids)), 3)}")
         return lines
@@ -239,6 +260,7 @@ class Notes:
         self.fallbacks.clear()
         self.altered.clear()
         self.needs_cuda.clear()
+        self.hard_coded.clear()
         self.upstream.clear()
         self.triaged.clear()
         self.ran_by_harness.clear()

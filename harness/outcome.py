@@ -1,8 +1,7 @@
-"""Per-rank results as data, and merging a world's worth of them into one verdict, root cause first."""
+"""Per-rank results as data: what one rank has to say about one test, and which rank of a world caused the trouble."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import pickle
 import re
 import signal
@@ -10,10 +9,9 @@ import traceback
 import unittest
 from typing import Any
 
-__all__ = ["RankResult", "SubtestOutcome", "Verdict", "capture_exception", "merge", "picklable", "sendable",
-           "read_bounded", "bounded_output", "subtest_report", "example_note", "gpu_note", "env_changed_failure"]
+__all__ = ["RankResult", "SubtestOutcome", "capture_exception", "order_by_cause", "picklable", "sendable",
+           "describe_exit", "blocked_in", "tidy_stack"]
 
-from harness import collectives
 from harness.status import Status
 
 PASSED, FAILED, ERROR, SKIPPED = Status.PASSED, Status.FAILED, Status.ERROR, Status.SKIPPED
@@ -170,44 +168,6 @@ def sendable(result: RankResult) -> RankResult:
                           message=f"this rank's result could not be sent to the parent ({why})")
 
 
-#: bytes of one rank's output kept for one test: the first and the last half, the cut said between
-OUTPUT_LIMIT = 64 * 1024
-
-
-def bounded_output(data: bytes, limit: int = OUTPUT_LIMIT, total: int | None = None, tail: bytes = b"") -> str:
-    """Output as text, at most about ``limit`` bytes: head and tail kept, what was cut said between them."""
-    total = len(data) + len(tail) if total is None else total
-    if not tail and len(data) <= limit:
-        return data.decode("utf-8", "replace")
-    if not tail:
-        data, tail = data[:limit // 2], data[-(limit // 2):]
-    head_text = data.decode("utf-8", "replace")
-    tail_text = tail.decode("utf-8", "replace")
-    # cut at line ends where there are any, so no line is shown half
-    if "\n" in head_text[len(head_text) // 2:]:
-        head_text = head_text[:head_text.rindex("\n") + 1]
-    if "\n" in tail_text[: len(tail_text) // 2]:
-        tail_text = tail_text[tail_text.index("\n") + 1:]
-    cut = total - len(head_text.encode("utf-8", "replace")) - len(tail_text.encode("utf-8", "replace"))
-    return (f"{head_text.rstrip(chr(10))}\n... {max(cut, 0)} bytes of output not shown "
-            f"(the first and last {limit // 2048} KiB are kept) ...\n{tail_text}")
-
-
-def read_bounded(path: str, offset: int = 0, limit: int = OUTPUT_LIMIT) -> str:
-    """The file from ``offset`` as text, at most about ``limit`` bytes of it (see bounded_output)."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size - offset
-            f.seek(offset)
-            if size <= limit:
-                return f.read().decode("utf-8", "replace")
-            head = f.read(limit // 2)
-            f.seek(offset + size - limit // 2)
-            return bounded_output(head, limit, total=size, tail=f.read())
-    except OSError:
-        return ""
-
-
 def picklable(value: Any) -> Any:
     try:
         pickle.dumps(value)
@@ -216,7 +176,8 @@ def picklable(value: Any) -> Any:
         return repr(value)
 
 
-_HIDDEN_FILES = re.compile(r"[/\\](harness[/\\](rank|subtests|case|testrun|verdict|torchrun|assertions|main)\.py|"
+_HIDDEN_FILES = re.compile(r"[/\\](harness[/\\](rank|rank_task|capture|subtests|case|testrun|verdict|report|torchrun|"
+                           r"assertions|main)\.py|"
                            r"unittest[/\\](case|suite|runner|main)\.py|multiprocessing[/\\]\w+\.py)$")
 
 
@@ -267,19 +228,6 @@ def tidy_stack(dump: str) -> str:
     return "\n\n".join(kept)
 
 
-@dataclasses.dataclass
-class Verdict:
-    """One unittest outcome for the whole world, with the text that explains it."""
-
-    status: str  # PASSED, FAILED, ERROR, SKIPPED
-    text: str
-    root_rank: int | None = None
-
-
-def _rank_tag(test_id: str, rank: int, world_size: int) -> str:
-    return f"{test_id} [rank {rank}/{world_size}]"
-
-
 def order_by_cause(results: list[RankResult]) -> list[RankResult]:
     """Bad ranks ordered so the one that caused the trouble comes first."""
     bad = [r for r in results if r.is_bad]
@@ -297,169 +245,3 @@ def order_by_cause(results: list[RankResult]) -> list[RankResult]:
         return (severity, r.arrived, r.rank)
 
     return sorted(bad, key=key)
-
-
-def _detail(r: RankResult, with_output: bool = True) -> str:
-    parts = []
-    if r.status == CRASHED:
-        parts.append(f"The process died: {describe_exit(r.exitcode)}.")
-        if r.stack.strip():
-            parts.append("Its last Python stack (faulthandler):\n" + r.stack.rstrip())
-    elif r.status in (TIMEOUT, KILLED):
-        if r.stack.strip():
-            parts.append("Its Python stack at that moment (faulthandler):\n" + r.stack.rstrip())
-    else:
-        parts.append(r.traceback.rstrip() or f"{r.exc_type}: {r.message}")
-    if with_output and r.output.strip():
-        parts.append(prefixed(r.rank, r.output))
-    return "\n".join(parts)
-
-
-def prefixed(rank: int, text: str) -> str:
-    """Each line of ``text`` behind ``[rank N]`` (the text is already bounded: see bounded_output)."""
-    lines = text.rstrip("\n").splitlines()
-    return "\n".join(f"[rank {rank}] {line}" for line in lines)
-
-
-def merge(test_id: str, results: list[RankResult], world_size: int, placement: str,
-          with_output: bool = True) -> Verdict:
-    """Fold the per-rank results (not subtests) into one verdict. ``placement`` is e.g. ``cpu/gloo``.
-
-    ``with_output``: the root cause's output is part of the text (the caller then does not print it).
-    """
-    by_status = {s: [r for r in results if r.status == s] for s in (PASSED, SKIPPED)}
-    bad = [r for r in results if r.status in BAD]
-    if not bad:
-        skipped = by_status[SKIPPED]
-        if skipped and len(skipped) == len(results):
-            reasons = sorted({r.message for r in skipped})
-            return Verdict(SKIPPED, reasons[0] if len(reasons) == 1 else "; ".join(
-                f"rank {r.rank}: {r.message}" for r in skipped))
-        if skipped:
-            ranks = ", ".join(str(r.rank) for r in skipped)
-            passed = ", ".join(str(r.rank) for r in by_status[PASSED])
-            return Verdict(SKIPPED, f"skipped on rank {ranks} ({skipped[0].message}) but ran and passed on rank "
-                                    f"{passed}: only part of the world ran this test")
-        return Verdict(PASSED, "")
-    ordered = order_by_cause(results)
-    root = ordered[0]
-    skipped = by_status[SKIPPED]
-    dumps = {r.rank: r.collectives for r in results if r.collectives is not None}
-    section = collectives.section(dumps, world_size) if dumps else ""
-    blame = None
-    if dumps and (root.peer_effect or root.status in (TIMEOUT, KILLED)):
-        blame = collectives.culprit(dumps, [r.rank for r in results if r.status in (PASSED, SKIPPED)], world_size)
-    if blame is not None:
-        return _blame(test_id, results, world_size, placement, blame, section, with_output)
-    if skipped and all(r.status == KILLED for r in bad):
-        # One rank skipped while the others waited for it inside a collective, until the peer grace ran out.
-        s = skipped[0]
-        head = (f"{_rank_tag(test_id, s.rank, world_size)} skipped on {placement} ({s.message}) while rank "
-                f"{', '.join(str(r.rank) for r in bad)} still waited for it: a test must skip on every rank or "
-                "on none (decide before the first collective, the same way on every rank)")
-        lines = [head] + (["", section] if section else [])
-        if with_output and s.output.strip():
-            lines += ["", prefixed(s.rank, s.output)]
-        for r in bad:
-            lines += ["", f"rank {r.rank}: {r.one_line()}"] + ([r.stack.rstrip()] if r.stack.strip() else [])
-            if with_output and r.output.strip():
-                lines.append(prefixed(r.rank, r.output))
-        return Verdict(ERROR, "\n".join(lines), s.rank)
-    kind = {FAILED: "failed", ERROR: "raised", CRASHED: "died", TIMEOUT: "timed out", KILLED: "was killed"}[root.status]
-    head = f"{_rank_tag(test_id, root.rank, world_size)} {kind} on {placement}: {root.one_line()}"
-    lines = [head, ""] + ([section, ""] if section else []) + [_detail(root, with_output)]
-    others = [r for r in sorted(results, key=lambda r: r.rank) if r is not root]
-    if others:
-        lines += ["", "Other ranks:"]
-        lines += [f"  rank {r.rank}: {r.one_line()}" + (" (after the root cause above)" if r.peer_effect else "")
-                  for r in others]
-        for r in ordered[1:]:
-            if r.status in (TIMEOUT,) and r.stack.strip():
-                lines += ["", f"rank {r.rank} stack:", r.stack.rstrip()]
-    status = FAILED if root.status == FAILED else ERROR
-    return Verdict(status, "\n".join(lines), root.rank)
-
-
-def _blame(test_id: str, results: list[RankResult], world_size: int, placement: str,
-           blame: tuple[int, int, str], section: str, with_output: bool) -> Verdict:
-    """The root cause is a rank that ended its test normally while a peer waited for it in a collective it
-    never called: that rank first, then the collectives, then the peer (whose error only followed from it)."""
-    q, p, sentence = blame
-    by_rank = {r.rank: r for r in results}
-    if by_rank[q].status == SKIPPED:  # the rule it broke, with what the recorder saw
-        head = (f"{_rank_tag(test_id, q, world_size)} skipped on {placement} ({by_rank[q].message}) while rank {p} "
-                "still waited for it: a test must skip on every rank or on none (decide before the first "
-                f"collective, the same way on every rank): {sentence}")
-    else:
-        head = (f"{_rank_tag(test_id, q, world_size)} ended its test (passed) on {placement} without a collective "
-                f"rank {p} waited in: {sentence}")
-    lines = [head, "", section]
-    if with_output and by_rank[q].output.strip():
-        lines += ["", prefixed(q, by_rank[q].output)]
-    waiter = by_rank[p]
-    lines += ["", f"rank {p}, which waited in it: {waiter.one_line()}", _detail(waiter, with_output=False)]
-    others = [r for r in sorted(results, key=lambda r: r.rank) if r.rank not in (p, q)]
-    if others:
-        lines += ["", "Other ranks:"] + [f"  rank {r.rank}: {r.one_line()}" for r in others]
-    return Verdict(ERROR, "\n".join(lines), q)
-
-
-def subtest_report(test_id: str, world_size: int, placement: str, label: str, root: RankResult,
-                   per_rank: list[RankResult], stuck: list[RankResult]) -> str:
-    """The report of one ``run_subtests`` combination (``label``) that went wrong: ``root`` (a rank whose
-    combination failed, or was skipped while ``stuck`` ranks were still inside it) first, then the others."""
-    if root.status in BAD:
-        lines = [f"{_rank_tag(test_id, root.rank, world_size)} subtest ({label}) failed on {placement}: "
-                 f"{root.one_line()}", "", root.traceback.rstrip()]
-    else:
-        lines = [f"{_rank_tag(test_id, root.rank, world_size)} skipped subtest ({label}) on {placement} "
-                 f"({root.message}) while rank {', '.join(str(r.rank) for r in stuck)} was still inside it: a "
-                 "combination must be skipped on every rank or on none (decide before its first collective, the "
-                 "same way on every rank)"]
-    others = [r for r in per_rank if r is not root]
-    if others or stuck:
-        lines += ["", "Other ranks:"] + [f"  rank {r.rank}: {r.one_line()}" for r in others]
-        lines += [f"  rank {r.rank}: never finished this combination: {r.one_line()}" for r in stuck]
-    for r in stuck:
-        if r.stack.strip():
-            lines += ["", f"rank {r.rank} stack (faulthandler):", r.stack.rstrip()]
-    return "\n".join(lines)
-
-
-def example_note(example: dict[str, Any]) -> str:
-    """What a failure of one hypothesis example ends with: the example, and how to run it again."""
-    shown = ", ".join(f"{k}={v!r}" for k, v in example.items())
-    return (f"Hypothesis example: {shown}\nReproduce it: put @example({shown}) above @given "
-            "(from hypothesis import example), or run with the same HYPOTHESIS_PROFILE (ci is derandomized).")
-
-
-def gpu_note(wanted: int, gpus_asked: int, shared: bool, found: int) -> str:
-    """The note under a failure of a test written for ``wanted`` GPUs that ran on CPU, or on the ``found``
-    GPUs its ranks shared, for want of them (``gpus_asked``: its skip_if_lt_x_gpu number, 0: none)."""
-    why = f"skip_if_lt_x_gpu({gpus_asked})" if gpus_asked else "its world size follows the device count"
-    s = "s" if found != 1 else ""
-    if shared:
-        where = f"on {found} GPU{s} its ranks shared over gloo (rank r on cuda:r % {found})"
-        have = f"cuda:{found} and above do not exist here, and NCCL needs one GPU per rank"
-    else:
-        where = "on CPU/gloo"
-        have = ("this machine has no GPU" if not found else
-                f"this machine has {found} GPU{s}, which the ranks still see: cuda:{found} and above do not exist "
-                "there")
-    return (f"Note: this test asks for {wanted} GPUs ({why}) and ran {where} for want of them ({have}). A test "
-            f"written for GPUs can fail there where its run on {wanted} GPUs passes (a dtype the CPU kernel refuses, "
-            f"a device named by index); run it where there are {wanted} GPUs, or set HARNESS_DEVICE=nccl to skip it "
-            "here.")
-
-
-def env_changed_failure(r: RankResult, changes: list[str], then: str = "ranks restarted") -> None:
-    """HARNESS_ENV_CHANGED=fail: ``r``, a rank that left the process altered (``changes``), fails if it passed
-    (``then``: what became of the ranks)."""
-    if r.status != PASSED:
-        return
-    r.status, r.exc_type = FAILED, "EnvChanged"
-    r.message = f"the test left the process altered: {'; '.join(changes)}; {then}"
-    r.traceback = (f"EnvChanged: {r.message}\n\nPut back what the test changes (try/finally, self.addCleanup "
-                   "or unittest.mock.patch), stop the threads and wait for the processes it starts. "
-                   "HARNESS_ENV_CHANGED=fail makes this a failure; warn only names the test at the end of "
-                   "the run.")

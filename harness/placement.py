@@ -22,10 +22,25 @@ import dataclasses
 
 from harness.errors import UsageError
 
-__all__ = ["Placement", "choose_placement", "normalize_backend", "gpu_count", "nccl_available", "KINDS"]
+__all__ = ["Placement", "choose_placement", "default_backend", "normalize_backend", "gpu_count", "nccl_available",
+           "KINDS"]
 
 #: the placements, as ``Placement.kind`` names them
 KINDS = ("cuda", "cuda-shared", "cpu")
+
+
+def default_backend(device_type: str, shared: bool = False) -> str:
+    """The backend for tensors on ``device_type``: CUDA means NCCL, unless the ranks share GPUs (NCCL refuses
+    two ranks on one GPU); everything else goes over gloo, which carries CUDA tensors too. The one place this
+    is decided: the placement's backend, a test's ``self.backend`` and :func:`normalize_backend` ask here.
+
+    Example::
+
+        default_backend("cuda")               # 'nccl'
+        default_backend("cuda", shared=True)  # 'gloo'
+        default_backend("cpu")                # 'gloo'
+    """
+    return "nccl" if device_type == "cuda" and not shared else "gloo"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +69,17 @@ class Placement:
 
     @property
     def backend(self) -> str:
-        """The default process group's backend: NCCL with one GPU per rank, else gloo (it carries CUDA tensors too)."""
-        return "nccl" if self.kind == "cuda" else "gloo"
+        """The default process group's backend: NCCL with one GPU per rank, else gloo (:func:`default_backend`)."""
+        return default_backend(self.device_type, self.shared)
+
+    def backend_for(self, asked: str | None) -> str:
+        """The backend to give ``init_process_group`` when a test asks for ``asked`` (None: :attr:`backend`).
+
+        Example::
+
+            Placement("cpu", 2, "").backend_for("cpu:gloo,cuda:nccl")    # 'cpu:gloo'
+        """
+        return normalize_backend(asked, self.device_type, self.shared)
 
     @property
     def label(self) -> str:
@@ -154,12 +178,12 @@ def normalize_backend(backend: str | None, device_type: str, shared: bool = Fals
         normalize_backend("cpu:gloo,cuda:nccl", "cpu")                # 'cpu:gloo'
         normalize_backend("cpu:gloo,cuda:nccl", "cuda", shared=True)  # 'cpu:gloo,cuda:gloo'
     """
-    cuda_default = "gloo" if shared else "nccl"
     if not backend:
-        return cuda_default if device_type == "cuda" else "gloo"
+        return default_backend(device_type, shared)
+    cuda_default = default_backend("cuda", shared)
     backend = backend.strip().lower()
     if ":" not in backend:
-        if backend == "nccl" and (device_type == "cpu" or shared):
+        if backend == "nccl" and default_backend(device_type, shared) != "nccl":
             return "gloo"
         return backend
     pairs = []
@@ -169,8 +193,8 @@ def normalize_backend(backend: str | None, device_type: str, shared: bool = Fals
             raise UsageError(f"backend {backend!r}: {part!r} is not 'device:backend' (e.g. 'cpu:gloo,cuda:nccl')")
         if device_type == "cpu" and dev != "cpu":
             continue
-        if shared and dev == "cuda" and name == "nccl":
-            name = "gloo"
+        if dev == "cuda" and name == "nccl":
+            name = cuda_default
         if (dev, name) not in pairs:
             pairs.append((dev, name))
     if not pairs:

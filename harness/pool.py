@@ -25,9 +25,10 @@ from typing import Any, Iterator
 from harness import collectives, template
 from harness.config import Settings
 from harness.errors import HarnessError
+from harness.capture import read_bounded
 from harness.grace import PeerGrace, Trouble
 from harness.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
-                             read_bounded, tidy_stack)
+                             tidy_stack)
 from harness.placement import Placement, choose_placement
 from harness.protocol import Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task, meeting_call
 from harness.world import World, Worlds
@@ -230,24 +231,24 @@ class RankPool(World):
         self.close()  # Pools makes a new pool for the next test
         return "ranks restarted"
 
-    def run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
+    def run(self, task: Task, peer_grace: float) -> list[RankResult]:
         """Send ``task`` to every rank and collect one RankResult per rank, whatever happens.
 
         An interrupt (Ctrl-C, or SIGTERM turned into one) stops the ranks at once and goes on up.
         """
         try:
-            return self._run(task, timeout, peer_grace)
+            return self._run(task, peer_grace)
         except BaseException:
             self.broken = True
             self.close()
             raise
 
-    def _run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
+    def _run(self, task: Task, peer_grace: float) -> list[RankResult]:
         """Send the task, take what the ranks say until every rank's test ended or the time ran out (the
         deadline, or the peer grace once one rank's trouble started it), then make every rank's result."""
         offsets = self._stack_offsets()
         self._send_all(task)
-        test = _InFlight(self.world_size, time.monotonic(), timeout, PeerGrace(peer_grace))
+        test = _InFlight(self.world_size, time.monotonic(), task.timeout, PeerGrace(peer_grace))
         while test.pending:
             ready = self._wait_for_news(test)
             now = time.monotonic()
@@ -522,7 +523,7 @@ class Pools(Worlds):
 
         pools = Pools()
         pool, reused = pools.world(2, choose_placement(2, 0, "cpu"), settings())
-        results = pool.run(task, timeout=60, peer_grace=5)
+        results = pool.run(task, peer_grace=5)
         pools.close()
     """
 

@@ -28,16 +28,18 @@ __all__ = ["Task", "Ready", "StartFailed", "Failing", "Meet", "Done", "Go", "Sto
 
 @dataclasses.dataclass
 class Task:
-    """One test, as every rank runs it: the same object goes to each rank."""
+    """One test, as every rank runs it: the same object goes to each rank.
+
+    Where the ranks run (their placement: device, shared GPUs) is not here: a rank was given it once, when
+    it started (harness.rank_task.RankContext), and every test it runs runs there.
+    """
 
     module: str
     module_file: str | None
     qualname: str
     method: str
-    device_type: str
     seed: int
     kwargs: dict[str, Any] | None = None  # a hypothesis example; None for a plain test
-    shared: bool = False  # the ranks share GPUs over gloo (harness.placement: cuda-shared)
     temp_dir: str | None = None
     file_name: str | None = None
     fresh_pg: bool = False  # the last test went wrong: rebuild the process group first

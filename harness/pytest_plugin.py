@@ -24,12 +24,13 @@ from typing import Any, Generator
 import pytest
 
 from harness.errors import RankError, RankFailure
+from harness.notes import short_id
 from harness.run import Run
 
 __all__ = ["RankReport"]
 
 _RUN = pytest.StashKey[Run]()
-_RECORDS = pytest.StashKey[list]()
+_RECORD = pytest.StashKey[Any]()
 _UPSTREAM = pytest.StashKey[Any]()
 
 
@@ -105,13 +106,12 @@ def _instance(item: pytest.Item) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
-    """Hand the test the session's run, and note the records it leaves while it runs: one per harness test.
+    """Hand the test the session's run, and take the record of where it ran (harness.notes, by test id).
 
     pytest passes the item itself as unittest's result (``TestCase.run(result=item)``), so the run goes
     on the item, where ``MultiProcessTestCase.run`` finds it (harness.run.run_for)."""
     run = _run(item.config)
     run.attach(item)
-    before = len(run.notes.records)
     instance = _instance(item)
     found = run.notes.test_class_seen(instance) if instance is not None else None
     if found is not None:  # its class still derives from upstream's base: it runs on upstream's harness
@@ -120,18 +120,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     try:
         return (yield)
     finally:
-        records = run.notes.records[before:]
-        if records:
-            item.stash[_RECORDS] = records
-            rec = records[-1]
+        rec = run.notes.take_record(short_id(instance)) if instance is not None else None
+        if rec is not None:
+            item.stash[_RECORD] = rec
             item.user_properties.extend([("harness_placement", rec.placement or "not run"),
                                          ("harness_world_size", rec.world_size),
                                          ("harness_reason", rec.reason)])
             if rec.examples > 1:
                 item.user_properties.append(("harness_examples", rec.examples))
-            triaged = next((r.triage for r in reversed(records) if r.triage), "")
-            if triaged:
-                item.user_properties.append(("harness_triage", triaged))
+            if rec.triage:
+                item.user_properties.append(("harness_triage", rec.triage))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -148,14 +146,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     found = item.stash.get(_UPSTREAM, None)
     if call.when == "call" and found is not None:
         rep.sections.append(("harness", found.line()))
-    records = item.stash.get(_RECORDS, None)
-    if call.when == "call" and records:
-        rec = records[-1]
+    rec = item.stash.get(_RECORD, None)
+    if call.when == "call" and rec is not None:
         where = f"ran on {rec.placement}" if rec.placement else "did not run on ranks"
         rep.sections.append(("harness", f"{where}, world size {rec.world_size}: {rec.reason}"))
-        triaged = next((r.triage for r in reversed(records) if r.triage), "")
-        if triaged:
-            rep.sections.append(("harness triage", triaged))
+        if rec.triage:
+            rep.sections.append(("harness triage", rec.triage))
     return rep
 
 

@@ -3,8 +3,9 @@
 ``case.MultiProcessTestCase.run`` hands each test here (:func:`run_test`) with the run it belongs to
 (harness.run). A :class:`TestRun` describes the test; the run's worlds (harness.world: a spawned pool,
 or torchrun's launched ranks) place it and give it ranks; :func:`drive` runs it once, or once per
-hypothesis example, and hands what the ranks sent back to ``harness.verdict``, which turns it into
-unittest's outcomes.
+hypothesis example. Each run's results go with the facts the parent knows (where it ran, what the ranks
+were left with, what triage found) to ``harness.verdict.judge``, and the verdict to ``harness.report``,
+which renders it as unittest's outcomes.
 """
 from __future__ import annotations
 
@@ -14,19 +15,20 @@ import time
 import unittest
 from typing import Any, Callable
 
-from harness import triage, verdict
+from harness import report, triage, verdict
 from harness.config import Settings
 from harness.decorators import defined_at, gpus_needed, markers
 from harness.errors import RankAbort, UsageError
 from harness.fallback import DEFAULT_GPUS, pretend_device_count
 from harness.hypothesis_support import is_hypothesis_test, run_given
 from harness.notes import Notes, TestRecord, short_id
-from harness.outcome import RankResult, gpu_note
+from harness.outcome import RankResult
 from harness.placement import Placement, gpu_count
 from harness.protocol import Task
 from harness.run import Run
+from harness.verdict import Facts, Verdict
 
-__all__ = ["TestRun", "run_test", "drive", "world_size_for", "skip_if_nccl_alone"]
+__all__ = ["TestRun", "run_test", "drive", "world_size_for"]
 
 # Frames of this module are hidden from unittest's tracebacks: a failure shows the rank's traceback.
 __unittest = True
@@ -90,12 +92,12 @@ def world_size_for(test: Any, test_id: str, gpus_needed: int = 0, gpus: int | No
 
 
 class TestRun:
-    """One test in the parent, in one run: its world size and placement, and what the verdict needs.
+    """One test in the parent, in one run: its world size and placement, and the facts its verdict needs.
 
     Example::
 
         run = TestRun(test, Run())
-        results = run.run_once(None)     # every rank's RankResult
+        verdict = run.run_once(None)     # harness.verdict.Verdict: status, root cause, report lines
     """
 
     __test__ = False  # not a test class, whatever pytest's name rules say
@@ -123,33 +125,14 @@ class TestRun:
         self.reused = True
         self.pids: list[int] = []
 
-    @property
-    def fallback(self) -> bool:
-        """On CPU only for want of GPUs: errors that mean "needs CUDA" become skips (HARNESS_DEVICE=cpu: failures)."""
-        return self.placement.shortfall and self.placement.device_type == "cpu"
+    def facts(self, **more: Any) -> Facts:
+        """What the parent knows of this test beside its ranks' results (``more``: what one run of it added)."""
+        return Facts(self.test_id, self.world_size, self.placement, self.module_file, self.gpus_asked,
+                     bool(self.world_note), gpu_count() if self.placement.shortfall else 0,
+                     triage=self.triage_line, **more)
 
-    @property
-    def shared_fallback(self) -> bool:
-        """On shared GPUs only for want of one GPU per rank: errors that mean "needs NCCL" become skips."""
-        return self.placement.shortfall and self.placement.shared
-
-    def annotate(self, text: str) -> str:
-        """``text`` (a failure report) with notes under its first line: when the test was written for GPUs and
-        ran on CPU, or on GPUs its ranks shared, for want of them (outcome.gpu_note), so the reader knows where
-        to look; and what triage found when the failure was checked in fresh ranks (harness.triage)."""
-        notes = []
-        if self.placement.shortfall and (self.gpus_asked or self.world_note):
-            notes.append(gpu_note(max(self.gpus_asked, self.world_size), self.gpus_asked, self.placement.shared,
-                                  gpu_count()))
-        if self.triage_line:
-            notes.append(f"Triage: {self.triage_line}")
-        if not notes:
-            return text
-        first, sep, rest = text.partition("\n")
-        return "\n".join([first, *notes]) + (f"\n{rest}" if sep else "")
-
-    def run_once(self, kwargs: dict[str, Any] | None) -> list[RankResult]:
-        """Send the test (with one hypothesis example's arguments, if any) to every rank; their results."""
+    def run_once(self, kwargs: dict[str, Any] | None) -> Verdict:
+        """Send the test (with one hypothesis example's arguments, if any) to every rank; their verdict."""
         self.examples += 1
         worlds = self.run.worlds
         world, reused = worlds.world(self.world_size, self.placement, self.conf)
@@ -160,24 +143,24 @@ class TestRun:
         with world.test_files(bool(markers(self.fn)["temp_dir"])) as (temp_dir, file_name):
             task = Task(module=type(self.test).__module__, module_file=self.module_file,
                         qualname=type(self.test).__qualname__, method=self.test._testMethodName,
-                        device_type=self.placement.device_type, shared=self.placement.shared,
                         seed=self.conf.seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
                         fresh_pg=world.pg_suspect, isolate=self.conf.env_changed != "off",
                         world_size=self.world_size, timeout=self.timeout, test_id=self.test_id)
-            results = world.run(task, self.timeout, self.conf.peer_grace)
+            results = world.run(task, self.conf.peer_grace)
         # Every rank sees the same results, so under torchrun every rank rebuilds the group alike.
         world.pg_suspect = any(r.is_bad for r in results)
         world.history.append(triage.Ran(task, self.test))
         changes = verdict.world_changes(results)
+        altered: dict[str, Any] = {}
         if changes:  # what only fresh ranks undo: named in the run's summary (HARNESS_ENV_CHANGED=fail: a failure)
             then = world.left_altered(results)
             self.notes.altered_by(self.test_id, changes, then)
-            if self.conf.env_changed == "fail":
-                verdict.fail_altering(results, changes, then)
-        elif len(world.history) > 1 and self.conf.triage and not self.triage_settled and verdict.fails(self, results):
+            altered = {"altered": tuple(changes), "then": then, "fail_altered": self.conf.env_changed == "fail"}
+        elif (len(world.history) > 1 and self.conf.triage and not self.triage_settled
+              and verdict.judge(results, self.facts()).fails):
             results = self.triage(world, task, world.history[:-1], results)  # the tests these ranks ran before it
         worlds.done_with(world, self.conf)
-        return results
+        return verdict.judge(results, self.facts(**altered), kwargs, self.conf.show_output)
 
     def triage(self, world: Any, task: Task, earlier: list[triage.Ran], results: list[RankResult]
                ) -> list[RankResult]:
@@ -197,7 +180,7 @@ class TestRun:
             return results
         finding = triage.check(task, earlier, results,
                                lambda: worlds.fresh(self.world_size, self.placement, self.conf),
-                               self.timeout, self.conf.peer_grace, left)
+                               self.conf.peer_grace, left)
         self.notes.triage(finding)
         self.triage_line = finding.line()
         if finding.kind != triage.POLLUTED:
@@ -226,7 +209,7 @@ class TestRun:
                 self.result.addFailure(test, sys.exc_info())
 
     def record(self) -> None:
-        """The test as it ran, for the runner's line and the pytest plugin (the run's notes)."""
+        """The test as it ran, for the runner's line and the pytest plugin (the run's notes, by test id)."""
         self.notes.record(TestRecord(self.test_id, self.world_size, self.placement.label if self.examples else "",
                                      self.placement.reason, time.monotonic() - self.started, self.pids,
                                      self.reused, self.examples, self.triage_line))
@@ -238,52 +221,35 @@ def run_test(test: unittest.TestCase, run: Run, result: Any = None) -> None:
     __tracebackhide__ = True
     testrun = TestRun(test, run, result)
     try:
-        why = run.worlds.skip(testrun.world_size) or testrun.placement.skip
-        if why:
-            raise verdict.skip(testrun, why)
-        skip_if_nccl_alone(testrun)
+        skip = verdict.before_run(testrun.facts(), run.worlds.skip(testrun.world_size),
+                                  markers(testrun.fn)["comms"], defined_at(testrun.fn))
+        if skip is not None:
+            report.report(test, skip, testrun.notes)
         if testrun.placement.shortfall:  # the run ends by saying so: never a silent move to CPU
-            testrun.notes.fallback(testrun.placement.reason, testrun.test_id)
+            testrun.notes.fallback(testrun.test_id, testrun.placement.device_type == "cpu", testrun.placement.reason)
         drive(test, testrun, testrun.run_once)
     finally:
         testrun.record()
 
 
-def skip_if_nccl_alone(testrun: TestRun) -> None:
-    """A test that asks for NCCL and nothing else runs neither on CPU nor on shared GPUs (NCCL takes one GPU
-    per rank): there for want of GPUs, a skip with the reason, never a silent run on gloo."""
-    asked = markers(testrun.fn)["comms"]
-    if not (isinstance(asked, str) and asked.strip().lower() == "nccl"):
-        return
-    if testrun.fallback:
-        reason = f"needs CUDA: asks for backend='nccl' alone ({defined_at(testrun.fn)})"
-    elif testrun.placement.shared and testrun.conf.device != "cpu":
-        reason = (f"needs NCCL (one GPU per rank): asks for backend='nccl' alone and the placement is "
-                  f"{testrun.placement.label} ({testrun.placement.reason}) ({defined_at(testrun.fn)})")
-    else:
-        return
-    testrun.notes.needs_cuda_for(testrun.test_id, reason)
-    raise unittest.SkipTest(reason)
-
-
-def drive(test: unittest.TestCase, testrun: TestRun,
-          run_once: Callable[[dict[str, Any] | None], list[RankResult]]) -> None:
-    """Run the test once, or once per hypothesis example, and report (harness.verdict)."""
+def drive(test: unittest.TestCase, testrun: TestRun, run_once: Callable[[dict[str, Any] | None], Verdict]) -> None:
+    """Run the test once, or once per hypothesis example, and report each verdict (harness.report)."""
     __tracebackhide__ = True
     if not is_hypothesis_test(testrun.fn):
-        verdict.report(test, testrun, run_once(None), None)
+        report.report(test, run_once(None), testrun.notes)
         return
     testrun.run.worlds.start_examples(testrun.fn)
-    last: list[RankResult] = []
+    last: list[Verdict] = []
 
     def example(kwargs: dict[str, Any]) -> None:
         __tracebackhide__ = True
-        last[:] = run_once(kwargs)
-        verdict.report(test, testrun, last, kwargs)
+        last[:] = [run_once(kwargs)]
+        report.report(test, last[0], testrun.notes)
 
     try:
         run_given(testrun.fn, test, example, testrun.run.hypothesis_profile)
     except RankAbort as abort:
         raise abort.error from None
     # Every example passed: show the last one's subtests (their skips and reasons) as subtests.
-    verdict.report_subtests(test, testrun, last, individually=True)
+    if last:
+        report.report_subtests(test, last[0], testrun.notes)

@@ -3,7 +3,7 @@
 :class:`LaunchedJob` is a transport: the same ``harness.world.World`` a spawned pool is, carried by
 torchrun's store instead of pipes. When torchrun (torch.distributed.elastic) set ``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK`` and ``MASTER_ADDR``/``MASTER_PORT``, every process runs the same tests
-in the same order. Each runs the body as its rank (the same ``rank.run_task`` a pool worker uses) on
+in the same order. Each runs the body as its rank (the same ``rank_task.run_task`` a pool worker uses) on
 the process group from ``env://``, publishes its RankResult in the store (a side channel: a broken
 collective cannot block it; typed messages under one key scheme, harness.job_store), and reads every
 other rank's, so every rank reaches the same verdict (harness.verdict); rank 0 alone prints it and writes
@@ -36,12 +36,15 @@ from harness import collectives
 from harness.comms import ProcessGroupKeeper
 from harness.config import Settings
 from harness.errors import HarnessError, RankError
+from harness.capture import write_to_real_stderr
+from harness.gpu import take_gpu
 from harness.grace import PeerGrace, Trouble
 from harness.job_store import Collectives, Example, JobOver, JobStore, Keys, Leaving, Seed, Steps, TempDir
-from harness.outcome import PASSED, TIMEOUT, RankResult, merge, tidy_stack
+from harness.outcome import PASSED, TIMEOUT, RankResult, tidy_stack
 from harness.placement import Placement, choose_placement
 from harness.protocol import Done, Go, Meet, Stop, Task, meeting_call
-from harness.rank import RankContext, run_task, take_gpu, write_to_real_stderr
+from harness.rank_task import RankContext, run_task
+from harness.verdict import Facts, judge
 from harness.world import World, Worlds
 
 __all__ = ["launched", "launched_rank", "LaunchedJob", "main_module_entry", "report_stream"]
@@ -156,9 +159,9 @@ class LaunchedJob(World, Worlds):
         self.steps = Steps()  # every rank numbers its steps the same: see Steps for the invariant
         self.run_id = os.environ.get("TORCHELASTIC_RUN_ID", "") or os.environ.get("MASTER_PORT", "")
         self.scratch = tempfile.mkdtemp(prefix=f"harness-torchrun-r{self.rank}-")
-        keeper = ProcessGroupKeeper(lambda: self.store.store, self.rank, self.world_size, local_rank=self.local_rank)
-        self.ctx = RankContext(self.rank, self.world_size, self.device_type, os.path.join(self.scratch, "out"),
-                               keeper, conf, shared=node.shared, gpu=gpu)
+        keeper = ProcessGroupKeeper(lambda: self.store.store, self.rank, self.world_size)
+        self.ctx = RankContext(self.rank, self.world_size, self.placement, os.path.join(self.scratch, "out"),
+                               keeper, conf, gpu=gpu)
         self.pg_suspect = False
         self.active: tuple[Keys, str] | None = None  # (the step, the test id) of the test under way
         self.active_id = ""  # the test id of the last test that ran
@@ -266,7 +269,8 @@ class LaunchedJob(World, Worlds):
             return "the job's remaining tests are skipped (a launched rank cannot be replaced)"
         return "the launched ranks went on with it (they cannot be replaced)"
 
-    def run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
+    def run(self, task: Task, peer_grace: float) -> list[RankResult]:
+        timeout = task.timeout
         keys = self.steps.next()
         grace = PeerGrace(peer_grace)
         test_id = task.test_id or f"{task.module}.{task.qualname}.{task.method}"
@@ -302,7 +306,7 @@ class LaunchedJob(World, Worlds):
         test (its result is in the store) while the others wait, stop. When a combination failed or was
         skipped (here or on a peer) and a peer has not arrived within HARNESS_PEER_GRACE (harness.grace),
         that peer is stuck inside the combination: this rank stops the test with that said, and, on gloo,
-        closing its group on the way out (harness.rank) wakes the stuck peer at once instead of at the timeout.
+        closing its group on the way out (harness.rank_task) wakes the stuck peer at once instead of at the timeout.
         """
 
         def meet(index: int, outcome: Any) -> None:
@@ -397,7 +401,7 @@ class LaunchedJob(World, Worlds):
                 # The main thread is stuck, so report from here, then end the job.
                 results = self._collect(cur.keys, cur.grace.wait_for_results(timeout=0.0))  # the limit is past
                 self._share_collectives(cur.keys, results)
-                verdict = merge(cur.test_id, results, self.world_size, f"{self.device_type} (torchrun)")
+                verdict = judge(results, Facts(cur.test_id, self.world_size, self.placement))
                 write_to_real_stderr(f"\nERROR: {cur.test_id}\n{verdict.text}\n\nharness: ending the job "
                                      "(a hung rank cannot run another test)\n")
                 self._set_done()

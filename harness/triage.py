@@ -125,7 +125,7 @@ class _Budget(Exception):
 
 
 def check(task: Task, history: Sequence[Ran], results: list[RankResult], fresh_world: Callable[[], Any],
-          timeout: float, peer_grace: float, budget_left: float) -> Finding:
+          peer_grace: float, budget_left: float) -> Finding:
     """Triage one failure: ``task`` failed with ``results`` in ranks that ran ``history`` first.
 
     ``fresh_world()`` gives a new world (harness.world.World) of the same world size and placement, not
@@ -146,7 +146,7 @@ def check(task: Task, history: Sequence[Ran], results: list[RankResult], fresh_w
                 with world.test_files(sent.temp_dir is not None) as (temp_dir, file_name):
                     again = dataclasses.replace(sent, temp_dir=temp_dir, file_name=file_name,
                                                 fresh_pg=world.pg_suspect)
-                    last = world.run(again, timeout, peer_grace)
+                    last = world.run(again, peer_grace)
                 world.pg_suspect = any(r.is_bad for r in last)
                 if getattr(world, "broken", False) and i < len(sequence) - 1:
                     return None  # an earlier test crashed or hung its ranks: this order tells nothing

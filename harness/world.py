@@ -7,8 +7,9 @@ Two kinds of world exist, behind the same interface:
 * ``harness.torchrun.LaunchedJob``: the ranks torchrun launched, this process being one of them.
 
 ``harness.testrun`` drives either the same way: it asks the run's :class:`Worlds` where a test goes
-and for a world, builds one ``protocol.Task``, has the world run it, and turns the ranks' results into
-unittest's outcomes (harness.verdict). A world knows how to reach its ranks, nothing of verdicts.
+and for a world, builds one ``protocol.Task``, has the world run it, and hands the ranks' results to
+one verdict (harness.verdict), which harness.report renders. A world knows how to reach its ranks,
+nothing of verdicts.
 """
 from __future__ import annotations
 
@@ -43,9 +44,10 @@ class World(abc.ABC):
         the same on every rank and removed after the test."""
 
     @abc.abstractmethod
-    def run(self, task: Task, timeout: float, peer_grace: float) -> list[RankResult]:
-        """Run ``task`` on every rank: one RankResult per rank, whatever happens (a rank that hangs past
-        ``timeout``, or runs ``peer_grace`` seconds after a peer failed, is stopped and reported)."""
+    def run(self, task: Task, peer_grace: float) -> list[RankResult]:
+        """Run ``task`` on every rank: one RankResult per rank, whatever happens (a rank that hangs past the
+        test's time limit, ``task.timeout``, or runs ``peer_grace`` seconds after a peer failed, is stopped
+        and reported)."""
 
     def same_example(self, kwargs: dict[str, Any], test_id: str) -> dict[str, Any]:
         """A hypothesis example as every rank runs it (where every rank draws its own: checked the same)."""

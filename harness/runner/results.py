@@ -7,6 +7,7 @@ import time
 import unittest
 from typing import Any, Protocol, Sequence
 
+from harness.notes import short_id
 from harness.runner.selection import is_load_failure, module_of
 from harness.runner.sharding import class_unit
 from harness.status import BAD, ExitCode, Status
@@ -172,7 +173,6 @@ class RunnerResult(unittest.TestResult):
         self._current: Entry | None = None
         self._outcome_seen = False
         self._t0 = 0.0
-        self._records_at = 0
         self.class_seconds: dict[str, float] = {}
         self._outside_from: float | None = None  # since when no test runs: the last test's end, the run's start
         self._last_class: str | None = None  # the class of the test that ran last
@@ -220,7 +220,6 @@ class RunnerResult(unittest.TestResult):
         test_id, classname, method = _split_id(test)
         self._current = Entry(test_id, module_of(test), classname, method, real=not is_load_failure(test))
         self._outcome_seen = False
-        self._records_at = len(notes.records)
         found = notes.test_class_seen(test)  # its class still derives from upstream's base: say so on its line
         if found is not None:
             self._current.placement = "upstream"
@@ -330,13 +329,13 @@ class RunnerResult(unittest.TestResult):
             entry.problems.append(Problem(Status.INTERRUPTED, entry.test_id,
                                           f"{why} while this test was running; its ranks were stopped"))
         entry.seconds = time.monotonic() - self._t0
-        recs = [r for r in self.harness_run.notes.records[self._records_at:] if r.test_id == entry.test_id]
-        if recs:
-            entry.world_size = recs[-1].world_size
-            entry.placement = recs[-1].placement
-            entry.why_placed = recs[-1].reason
-            entry.examples = sum(r.examples for r in recs)
-            entry.triage = next((r.triage for r in reversed(recs) if r.triage), "")
+        rec = self.harness_run.notes.take_record(short_id(test) if isinstance(test, unittest.TestCase) else entry.test_id)
+        if rec is not None:
+            entry.world_size = rec.world_size
+            entry.placement = rec.placement
+            entry.why_placed = rec.reason
+            entry.examples = rec.examples
+            entry.triage = rec.triage
         self.entries.append(entry)
         self._current = None
         self.listener.test_done(entry, self.started)

@@ -9,6 +9,7 @@ import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
 from harness.comms import ProcessGroupKeeper
+from harness.protocol import group_timeout
 
 
 class TestGroupNames(unittest.TestCase):
@@ -21,7 +22,7 @@ class TestGroupNames(unittest.TestCase):
         saved = c10d._world.group_count
         c10d._world.group_count = 1  # what an init_process_group that raised while connecting leaves behind
         try:
-            keeper.ensure("gloo", "cpu")
+            keeper.ensure("gloo", group_timeout(60))
             self.assertEqual(c10d._get_default_group().group_name, "0")
         finally:
             keeper.release()

@@ -7,7 +7,8 @@ import unittest
 from hypothesis import given, strategies as st
 
 from harness.job_store import Collectives, Example, JobOver, JobStore, Keys, Leaving, Seed, Steps, TempDir
-from harness.outcome import FAILED, PASSED, RankResult, SubtestOutcome, merge
+from harness.outcome import FAILED, PASSED, RankResult, SubtestOutcome
+from harness.verdict import merge
 from harness.protocol import Done, Meet
 
 

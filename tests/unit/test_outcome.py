@@ -6,8 +6,8 @@ import pickle
 import tempfile
 import unittest
 
-from harness.outcome import (ERROR, FAILED, RankResult, SubtestOutcome, bounded_output, capture_exception,
-                             read_bounded, sendable)
+from harness.capture import bounded_output, read_bounded
+from harness.outcome import ERROR, FAILED, RankResult, SubtestOutcome, capture_exception, sendable
 
 
 class _Unpicklable(str):

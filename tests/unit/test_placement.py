@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from harness.config import DEVICE_CHOICES
-from harness.placement import Placement, choose_placement, normalize_backend
+from harness.placement import KINDS, Placement, choose_placement, default_backend, normalize_backend
 from harness.errors import UsageError
 from harness.testrun import world_size_for
 
@@ -148,6 +148,83 @@ class _Sized:
     @property
     def world_size(self):
         return self._ws() if callable(self._ws) else self._ws
+
+
+class TestTheBackendIsDecidedOnce(unittest.TestCase):
+    """"CUDA means NCCL unless the GPUs are shared": decided in placement.default_backend, asked everywhere else."""
+
+    def test_cuda_is_nccl_unless_the_ranks_share_gpus(self):
+        self.assertEqual(default_backend("cuda"), "nccl")
+        self.assertEqual(default_backend("cuda", shared=True), "gloo")
+        self.assertEqual(default_backend("cpu"), "gloo")
+        self.assertEqual(default_backend("cpu", shared=True), "gloo")
+
+    @given(st.sampled_from(["cpu", "cuda"]), st.booleans())
+    def test_the_placement_and_the_backend_string_agree_with_the_rule(self, device_type, shared):
+        pl = Placement(device_type, 2, "why", shared=shared)
+        self.assertEqual(pl.backend, default_backend(device_type, shared))
+        self.assertEqual(pl.backend_for(None), pl.backend)
+        self.assertEqual(normalize_backend(None, device_type, shared), pl.backend)
+        self.assertEqual(pl.label, f"{pl.kind}/{pl.backend}")
+        self.assertIn(pl.kind, KINDS)
+        # what the rule gave is given back as it is: normalising a normalised backend changes nothing
+        self.assertEqual(pl.backend_for(pl.backend), pl.backend)
+        per_device = pl.backend_for("cpu:gloo,cuda:nccl")
+        self.assertEqual(pl.backend_for(per_device), per_device)
+
+    def test_backend_for_normalises_what_a_test_asks_for_on_its_placement(self):
+        shared = Placement("cuda", 4, "why", shared=True, gpus=1)
+        self.assertEqual(shared.backend_for("nccl"), "gloo")
+        self.assertEqual(shared.backend_for("cpu:gloo,cuda:nccl"), "cpu:gloo,cuda:gloo")
+        self.assertEqual(Placement("cpu", 2, "why").backend_for("cpu:gloo,cuda:nccl"), "cpu:gloo")
+        self.assertEqual(Placement("cuda", 2, "why", gpus=2).backend_for("cpu:gloo"), "cpu:gloo,cuda:nccl")
+
+
+def _classes():
+    """Test classes as a rank binds them (made here, so that discovery does not collect them)."""
+    from harness import MultiProcessTestCase, with_comms
+
+    class Plain(MultiProcessTestCase):
+        def test_x(self):
+            pass
+
+        @with_comms(backend="nccl")
+        def test_nccl(self):
+            pass
+
+    class Own(MultiProcessTestCase):
+        @property
+        def backend(self):
+            return "cpu:gloo,cuda:nccl"
+
+        def test_x(self):
+            pass
+
+    return Plain, Own
+
+
+class TestTheRankAsksThePlacement(unittest.TestCase):
+    """A rank takes its placement from its context (not from the Task) and asks it for the backend."""
+
+    def test_a_bound_test_says_the_placements_device_and_backend(self):
+        from harness.protocol import Task
+
+        Plain, _ = _classes()
+        shared = Placement("cuda", 2, "why", shared=True, gpus=1)
+        test = Plain("test_x")
+        with self.assertRaisesRegex(UsageError, "backend is only known inside a rank"):
+            test.backend
+        test._harness_bind(1, Task(module="m", module_file=None, qualname="Plain", method="test_x", seed=0), shared)
+        self.assertEqual((test.rank, test.device_type, test.backend), (1, "cuda", "gloo"))
+
+    def test_the_backend_asked_is_the_decorators_or_the_classs_own_else_none(self):
+        from harness.decorators import markers
+        from harness.rank_task import _backend_asked
+
+        Plain, Own = _classes()
+        self.assertIsNone(_backend_asked(Plain("test_x"), markers(Plain.test_x)))  # the placement's: not normalised again
+        self.assertEqual(_backend_asked(Plain("test_nccl"), markers(Plain.test_nccl)), "nccl")
+        self.assertEqual(_backend_asked(Own("test_x"), markers(Own.test_x)), "cpu:gloo,cuda:nccl")
 
 
 class TestWorldSizeFor(unittest.TestCase):

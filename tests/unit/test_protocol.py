@@ -59,10 +59,42 @@ class TestGroupTimeout(unittest.TestCase):
         self.assertEqual(group_timeout(3600), 3660.0)
 
 
+class TestEachFactOnce(unittest.TestCase):
+    """The Task carries the test's time limit and nothing a rank already has (its placement)."""
+
+    def test_a_task_names_no_placement(self):
+        import dataclasses
+
+        fields = {f.name for f in dataclasses.fields(Task)}
+        self.assertFalse(fields & {"device_type", "shared", "placement"}, fields)
+        self.assertIn("timeout", fields)
+
+    def test_a_world_takes_the_time_limit_from_the_task_alone(self):
+        import inspect
+
+        from harness.pool import RankPool
+        from harness.torchrun import LaunchedJob
+        from harness.world import World
+
+        for world in (World, RankPool, LaunchedJob):
+            with self.subTest(world.__name__):
+                self.assertEqual(list(inspect.signature(world.run).parameters), ["self", "task", "peer_grace"])
+
+    def test_the_process_groups_timeout_has_one_floor(self):
+        import inspect
+
+        from harness.comms import ProcessGroupKeeper
+
+        # the keeper is told the group's timeout (group_timeout) every time; it has no default of its own
+        self.assertIs(inspect.signature(ProcessGroupKeeper.ensure).parameters["timeout_s"].default,
+                      inspect.Parameter.empty)
+        self.assertEqual(group_timeout(0), group_timeout(1))
+
+
 class TestMessages(unittest.TestCase):
     def test_every_message_crosses_a_pipe(self):
         outcome = SubtestOutcome({"x": 1}, PASSED)
-        task = Task(module="m", module_file=None, qualname="T", method="test_x", device_type="cpu", seed=1,
+        task = Task(module="m", module_file=None, qualname="T", method="test_x", seed=1,
                     timeout=30.0)
         for message in (task, Ready(1), StartFailed(("E", "m", "tb")), Failing(RankResult(0, PASSED)),
                         Meet(1, outcome), Done(RankResult(0, PASSED)), Go(), Stop("why"), Shutdown()):

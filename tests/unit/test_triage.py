@@ -72,7 +72,7 @@ class FakeWorld:
 
         return contextlib.nullcontext((None, "store"))
 
-    def run(self, task, timeout, grace):
+    def run(self, task, grace):
         self.ran.append(task.test_id)
         status = FAILED if self.rule(list(self.ran)) else PASSED
         return [RankResult(rank=r, status=status, exc_type="AssertionError" if status == FAILED else "",
@@ -83,7 +83,7 @@ class FakeWorld:
 
 
 def task(name):
-    return Task(module="m", module_file=None, qualname="T", method=name, device_type="cpu", seed=0, test_id=name)
+    return Task(module="m", module_file=None, qualname="T", method=name, seed=0, test_id=name)
 
 
 def failing():
@@ -96,26 +96,26 @@ class TestCheck(unittest.TestCase):
         return [Ran(task(n), test=None) for n in names]
 
     def test_fails_alone_is_its_own(self):
-        f = check(task("c"), self.history("a", "b"), failing(), lambda: FakeWorld(lambda ran: True), 10, 1, 60)
+        f = check(task("c"), self.history("a", "b"), failing(), lambda: FakeWorld(lambda ran: True), 1, 60)
         self.assertEqual((f.kind, f.reruns, f.failed, f.runs), (OWN, 1, 2, 2))
         self.assertIn("the test's own failure", f.line())
 
     def test_fails_after_one_earlier_test_names_it(self):
         rule = lambda ran: ran[-1] == "c" and "a" in ran  # noqa: E731
-        f = check(task("c"), self.history("x", "a", "b", "y"), failing(), lambda: FakeWorld(rule), 10, 1, 60)
+        f = check(task("c"), self.history("x", "a", "b", "y"), failing(), lambda: FakeWorld(rule), 1, 60)
         self.assertEqual(f.kind, POLLUTED)
         self.assertEqual(f.culprit_ids, ["a"])
         self.assertEqual({r.status for r in f.fresh}, {PASSED})  # the verdict fresh ranks give
         self.assertIn("fails after a in shared ranks; passes in fresh ranks", f.line())
 
     def test_passes_everywhere_again_is_flaky(self):
-        f = check(task("c"), self.history("a"), failing(), lambda: FakeWorld(lambda ran: False), 10, 1, 60)
+        f = check(task("c"), self.history("a"), failing(), lambda: FakeWorld(lambda ran: False), 1, 60)
         self.assertEqual((f.kind, f.failed, f.runs), (FLAKY, 1, 3))
         self.assertIn("flaky: failed 1 of 3 runs", f.line())
 
     def test_a_spent_budget_stops_after_the_run_alone(self):
         rule = lambda ran: ran[-1] == "c" and "a" in ran  # noqa: E731
-        f = check(task("c"), self.history("a", "b"), failing(), lambda: FakeWorld(rule), 10, 1, budget_left=0.0)
+        f = check(task("c"), self.history("a", "b"), failing(), lambda: FakeWorld(rule), 1, budget_left=0.0)
         self.assertEqual(f.kind, UNDECIDED)
         self.assertEqual(f.line(), "not checked in fresh ranks: the run's triage budget is spent (HARNESS_TRIAGE_BUDGET)")
 
@@ -127,7 +127,7 @@ class TestCheck(unittest.TestCase):
         real = t.time.monotonic
         t.time.monotonic = lambda: float(next(clock))  # each look at the clock: a second later
         try:
-            f = check(task("c"), self.history("a", "b", "d"), failing(), lambda: FakeWorld(rule), 10, 1, 2.5)
+            f = check(task("c"), self.history("a", "b", "d"), failing(), lambda: FakeWorld(rule), 1, 2.5)
         finally:
             t.time.monotonic = real
         self.assertEqual(f.kind, UNDECIDED)
@@ -135,10 +135,10 @@ class TestCheck(unittest.TestCase):
 
     def test_a_different_failure_alone_is_said(self):
         class Other(FakeWorld):
-            def run(self, task, timeout, grace):
+            def run(self, task, grace):
                 return [RankResult(rank=0, status=FAILED, exc_type="KeyError", message="'x'")]
 
-        f = check(task("c"), self.history("a"), failing(), lambda: Other(None), 10, 1, 60)
+        f = check(task("c"), self.history("a"), failing(), lambda: Other(None), 1, 60)
         self.assertEqual(f.kind, OWN)
         self.assertIn("differently: KeyError", f.line())
 

@@ -135,11 +135,12 @@ class TestNeedsCudaLines(unittest.TestCase):
         self.notes = Notes()
 
     def test_grouped_by_reason(self):
-        for test_id, reason in [
-                ("m.T.test_a", "needs CUDA: AssertionError: Torch not compiled with CUDA enabled (m.py:3)"),
-                ("m.T.test_b", "Need at least 2 CUDA devices"),
-                ("m.T.test_c", "Need at least 2 CUDA devices"), ("m.T.test_c", "Need at least 2 CUDA devices")]:
-            self.notes.needs_cuda_for(test_id, reason)
+        for test_id, reason, fallback in [
+                ("m.T.test_a", "needs CUDA: AssertionError: Torch not compiled with CUDA enabled (m.py:3)", True),
+                ("m.T.test_b", "Need at least 2 CUDA devices", False),
+                ("m.T.test_c", "Need at least 2 CUDA devices", False),
+                ("m.T.test_c", "Need at least 2 CUDA devices", False)]:
+            self.notes.needs_cuda_for(test_id, reason, fallback=fallback)
         self.assertEqual(self.notes.needs_cuda_lines(), [
             "3 tests need CUDA (4 subtests), skipped (a GPU or NCCL was missing): m.T.test_a, m.T.test_b, m.T.test_c",
             "  3 x Need at least 2 CUDA devices: m.T.test_b, m.T.test_c",
