@@ -180,7 +180,7 @@ class TestRun:
             return results
         finding = triage.check(task, earlier, results,
                                lambda: worlds.fresh(self.world_size, self.placement, self.conf),
-                               self.conf.peer_grace, left)
+                               lambda again: verdict.judge(again, self.facts()).fails, self.conf.peer_grace, left)
         self.notes.triage(finding)
         self.triage_line = finding.line()
         if finding.kind != triage.POLLUTED:

@@ -125,11 +125,13 @@ class _Budget(Exception):
 
 
 def check(task: Task, history: Sequence[Ran], results: list[RankResult], fresh_world: Callable[[], Any],
-          peer_grace: float, budget_left: float) -> Finding:
+          fails: Callable[[list[RankResult]], bool], peer_grace: float, budget_left: float) -> Finding:
     """Triage one failure: ``task`` failed with ``results`` in ranks that ran ``history`` first.
 
     ``fresh_world()`` gives a new world (harness.world.World) of the same world size and placement, not
-    reused by anything else; each is closed here. ``budget_left``: seconds this check may spend.
+    reused by anything else; each is closed here. ``fails(results)``: whether a run of the test failed,
+    as its verdict says (a failed subtest counts, as it did for the failure being checked: the same
+    decision, harness.verdict's, not one of triage's own). ``budget_left``: seconds this check may spend.
     """
     started = time.monotonic()
     finding = Finding(UNDECIDED, task.test_id)
@@ -155,7 +157,7 @@ def check(task: Task, history: Sequence[Ran], results: list[RankResult], fresh_w
             world.close()
 
     def failed(out: list[RankResult] | None) -> bool:
-        return out is not None and any(r.status in BAD for r in out)
+        return out is not None and fails(out)
 
     try:
         alone = run([task])

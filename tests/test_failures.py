@@ -52,6 +52,8 @@ class TestFailingRun(FixtureTestCase):
         self.assertRegex(text.splitlines()[0], r"\[rank [01]/2\] subtest \(a=2, b=3\) failed on cpu/gloo: "
                                                r"AssertionError: 12\.0 != -1\.0 : FIXTURE-SUBFAIL")
         self.assertIn(f"line {fixture_line('fx_fail', 'FIXTURE-SUBFAIL')}, in _check", text)
+        # it fails every time, so triage (it ran after other tests in reused ranks) finds it the test's own
+        self.assertIn("Triage: fails in fresh ranks too (alone): the test's own failure", text)
         # only the failing combination is a failure; the others passed or were skipped
         self.assertEqual([h for h in self.r.sections() if "test_subtests" in h],
                          [f"FAIL: test_subtests ({MOD}.TestCSubtests.test_subtests) (a=2, b=3)"])

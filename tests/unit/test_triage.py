@@ -4,9 +4,16 @@ import unittest
 
 from hypothesis import given, settings, strategies as st
 
-from harness.outcome import FAILED, PASSED, RankResult
+from harness.outcome import FAILED, PASSED, RankResult, SubtestOutcome
+from harness.placement import choose_placement
 from harness.protocol import Task
 from harness.triage import FLAKY, OWN, POLLUTED, UNDECIDED, Finding, Ran, bisect, check
+from harness.verdict import Facts, judge
+
+
+def fails(results):
+    """What the parent gives triage: whether a run failed, as the test's verdict says (subtests included)."""
+    return judge(results, Facts("c", 2, choose_placement(2, 0, "cpu"))).fails
 
 
 class Oracle:
@@ -96,26 +103,27 @@ class TestCheck(unittest.TestCase):
         return [Ran(task(n), test=None) for n in names]
 
     def test_fails_alone_is_its_own(self):
-        f = check(task("c"), self.history("a", "b"), failing(), lambda: FakeWorld(lambda ran: True), 1, 60)
+        f = check(task("c"), self.history("a", "b"), failing(), lambda: FakeWorld(lambda ran: True), fails, 1, 60)
         self.assertEqual((f.kind, f.reruns, f.failed, f.runs), (OWN, 1, 2, 2))
         self.assertIn("the test's own failure", f.line())
 
     def test_fails_after_one_earlier_test_names_it(self):
         rule = lambda ran: ran[-1] == "c" and "a" in ran  # noqa: E731
-        f = check(task("c"), self.history("x", "a", "b", "y"), failing(), lambda: FakeWorld(rule), 1, 60)
+        f = check(task("c"), self.history("x", "a", "b", "y"), failing(), lambda: FakeWorld(rule), fails, 1, 60)
         self.assertEqual(f.kind, POLLUTED)
         self.assertEqual(f.culprit_ids, ["a"])
         self.assertEqual({r.status for r in f.fresh}, {PASSED})  # the verdict fresh ranks give
         self.assertIn("fails after a in shared ranks; passes in fresh ranks", f.line())
 
     def test_passes_everywhere_again_is_flaky(self):
-        f = check(task("c"), self.history("a"), failing(), lambda: FakeWorld(lambda ran: False), 1, 60)
+        f = check(task("c"), self.history("a"), failing(), lambda: FakeWorld(lambda ran: False), fails, 1, 60)
         self.assertEqual((f.kind, f.failed, f.runs), (FLAKY, 1, 3))
         self.assertIn("flaky: failed 1 of 3 runs", f.line())
 
     def test_a_spent_budget_stops_after_the_run_alone(self):
         rule = lambda ran: ran[-1] == "c" and "a" in ran  # noqa: E731
-        f = check(task("c"), self.history("a", "b"), failing(), lambda: FakeWorld(rule), 1, budget_left=0.0)
+        f = check(task("c"), self.history("a", "b"), failing(), lambda: FakeWorld(rule), fails, 1,
+                  budget_left=0.0)
         self.assertEqual(f.kind, UNDECIDED)
         self.assertEqual(f.line(), "not checked in fresh ranks: the run's triage budget is spent (HARNESS_TRIAGE_BUDGET)")
 
@@ -127,7 +135,7 @@ class TestCheck(unittest.TestCase):
         real = t.time.monotonic
         t.time.monotonic = lambda: float(next(clock))  # each look at the clock: a second later
         try:
-            f = check(task("c"), self.history("a", "b", "d"), failing(), lambda: FakeWorld(rule), 1, 2.5)
+            f = check(task("c"), self.history("a", "b", "d"), failing(), lambda: FakeWorld(rule), fails, 1, 2.5)
         finally:
             t.time.monotonic = real
         self.assertEqual(f.kind, UNDECIDED)
@@ -138,9 +146,23 @@ class TestCheck(unittest.TestCase):
             def run(self, task, grace):
                 return [RankResult(rank=0, status=FAILED, exc_type="KeyError", message="'x'")]
 
-        f = check(task("c"), self.history("a"), failing(), lambda: Other(None), 1, 60)
+        f = check(task("c"), self.history("a"), failing(), lambda: Other(None), fails, 1, 60)
         self.assertEqual(f.kind, OWN)
         self.assertIn("differently: KeyError", f.line())
+
+
+    def test_a_subtest_that_fails_in_every_run_is_the_tests_own(self):
+        # the ranks pass the test itself; one run_subtests combination fails on both, every time
+        class Subtests(FakeWorld):
+            def run(self, task, grace):
+                self.ran.append(task.test_id)
+                sub = SubtestOutcome({"a": 2}, FAILED, "AssertionError", "12.0 != -1.0")
+                return [RankResult(rank=r, status=PASSED, subtests=[sub]) for r in range(2)]
+
+        first = Subtests(None).run(task("c"), 1)
+        f = check(task("c"), self.history("a", "b"), first, lambda: Subtests(None), fails, 1, 60)
+        self.assertEqual((f.kind, f.runs, f.failed), (OWN, 2, 2))
+        self.assertIn("the test's own failure", f.line())
 
 
 class TestFindingWords(unittest.TestCase):
