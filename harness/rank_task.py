@@ -178,13 +178,9 @@ def _bound_method(test: Any, task: Task, fn: Any) -> Any:
 def _backend_asked(test: Any, marks: dict[str, Any]) -> str | None:
     """The backend the test asks for: ``@with_comms(backend=...)``, else its class's own ``backend`` (an
     upstream-style override, said in the test's words); None: it asks for none, the placement's is taken."""
-    from harness.case import MultiProcessTestCase
-
     if isinstance(marks["comms"], str):
         return marks["comms"]
-    if getattr(type(test), "backend", None) is MultiProcessTestCase.__dict__["backend"]:
-        return None
-    return test.backend
+    return test._harness_asked_backend()
 
 
 def run_task(task: Task, ctx: RankContext) -> RankResult:
