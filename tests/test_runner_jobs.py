@@ -40,6 +40,10 @@ class TestTwoJobs(unittest.TestCase):
         self.assertEqual({j for jobs in workers.values() for j in jobs}, {"j1", "j2"}, self.out)
         self.assertTrue(all(len(jobs) == 1 for jobs in workers.values()), workers)
 
+    def test_the_summary_says_how_long_each_job_took(self):
+        # the split is by the recorded times: what each job really took shows how well it balanced them
+        self.assertRegex(self.out, r"jobs: j1 ran \d+ tests in \d+ s, j2 ran \d+ tests in \d+ s \(split by ")
+
     def test_one_summary_and_one_junit_file_for_all_of_them(self):
         self.assertEqual(self.out.count("SUMMARY ("), 1, self.out)
         self.assertIsNotNone(self.xml, self.out)

@@ -97,6 +97,8 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
     env["PYTHONUNBUFFERED"] = "1"
     procs: list[tuple[int, subprocess.Popen, str, list[str], list[str]]] = []
     lock = threading.Lock()
+    started = time.monotonic()
+    ended: dict[int, float] = {}  # job -> when its output ended (it exited): how well the split balanced them
 
     def pump(k: int, proc: subprocess.Popen, tail: list[str]) -> None:
         for line in proc.stdout:
@@ -106,6 +108,7 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
                 with lock:
                     out.write(f"j{k} {line}")
                     out.flush()
+        ended[k] = time.monotonic()
 
     readers = []
     install_sigterm_handler()  # SIGTERM here unwinds like Ctrl-C, so the workers are stopped too
@@ -137,6 +140,10 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
                 _wait_all(procs, 5.0)
     for reader in readers:
         reader.join(5)
+    if len(ended) == len(procs) > 1 and not outcome.interrupted:
+        outcome.notes.append("jobs: " + ", ".join(f"j{k} ran {len(part)} tests in {ended[k] - started:.0f} s"
+                                                  for k, _, _, part, _ in procs)
+                             + f" (split by {options.times_file}; --update-times records what they cost)")
     for k, proc, report_file, part, tail in procs:
         try:
             with open(report_file, "rb") as f:
