@@ -9,17 +9,7 @@ import unittest
 
 import torch
 
-from harness import TestCase
-
-
-def _probe() -> TestCase:
-    """A harness TestCase to call the assertions on (made here, so no runner collects it as a test)."""
-
-    class Probe(TestCase):
-        def runTest(self):
-            pass
-
-    return Probe()
+from tests.unit.test_assertions import _probe
 
 
 class TestLoadInASubprocess(unittest.TestCase):
