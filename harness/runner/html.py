@@ -75,6 +75,7 @@ _SCRIPT = """
   boxes.forEach(function(b){b.addEventListener('change',apply);});
   q.addEventListener('input',apply);
   apply();
+  document.body.dataset.ready='1';  // the script ran to its end: a browser test reads it
 })();
 """
 

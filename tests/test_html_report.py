@@ -1,0 +1,111 @@
+"""``--html``: the page of a real failing run (tests/fixtures/fx_collectives.py under ``python -m harness -j 2``),
+read as text and opened in a real headless chromium (skipped where there is none)."""
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import unittest
+from pathlib import Path
+
+from tests._browser import load, needs_chromium
+from tests._support import FixtureTestCase
+
+FIX = "tests/fixtures/fx_collectives.py"
+
+
+def lanes(page: str, test: str) -> dict[str, str]:
+    """The picture's rows of one failing test: first rank of the row -> the row's HTML."""
+    at = page.index(f"<h3>tests.fixtures.fx_collectives.{test} ")
+    block = page[at:page.index("</table>", at)]
+    return {m.group(1).split(",")[0]: m.group(2)
+            for m in re.finditer(r'<tr class="lane" data-ranks="([^"]+)">(.*?)</tr>', block)}
+
+
+class TestHtmlOfAFailingRun(FixtureTestCase):
+    RUNNER = "harness"
+    ENV = {"HARNESS_PEER_GRACE": "3", "HARNESS_THREADS": "1"}
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.dir = Path(tempfile.mkdtemp(prefix="html-report-test-"))
+        cls.path = cls.dir / "out" / "report.html"
+        cls.ARGS = [FIX, "-j", "2", "--html", str(cls.path)]  # -j 2: the pictures cross from the workers
+        super().setUpClass()
+        cls.page = cls.path.read_text(encoding="utf-8") if cls.path.exists() else ""
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def test_written_and_said(self):
+        self.assertEqual(self.r.returncode, 1, self.r.describe())
+        self.assertTrue(self.page, self.r.describe())
+        self.assertInReport(f"HTML report: {self.path}")
+        self.assertIn("2 passed, 4 failed, 0 skipped", self.page)
+        self.check_nothing_left()
+
+    def test_self_contained(self):
+        self.assertNotRegex(self.page, r"""(src|href)=["']?(https?:|//)""", "nothing is fetched from elsewhere")
+        self.assertIn("default-src 'none'", self.page)
+
+    def test_different_ops_marked_where_they_parted(self):
+        rows = lanes(self.page, "TestBDifferentOps.test_different_ops")
+        self.assertEqual(sorted(rows), ["0", "1"])
+        # both ranks made #1 and #2 alike; #3 is where they parted: all_gather on rank 0, all_reduce on rank 1
+        self.assertRegex(rows["0"], r'class="parted"[^>]*>#3 all_gather')
+        self.assertRegex(rows["1"], r'class="parted"[^>]*>#3 all_reduce')
+        self.assertRegex(rows["0"], r'class="ok"[^>]*>#1 all_reduce.*class="ok"[^>]*>#2 broadcast')
+        self.assertIn("waits here", rows["0"])
+
+    def test_never_called_shows_the_gap_and_the_waiting_rank(self):
+        rows = lanes(self.page, "TestCNeverCalled.test_never_called")
+        self.assertIn('class="gap"', rows["1"])
+        self.assertIn("#2 all_reduce", rows["1"])
+        self.assertNotIn('class="gap"', rows["0"])
+        self.assertRegex(rows["0"], r'class="parted"[^>]*>#2 all_reduce')
+        self.assertIn("waits here", rows["0"])
+        self.assertNotIn("waits here", rows["1"])
+
+
+@needs_chromium
+class TestHtmlInABrowser(unittest.TestCase):
+    """The same page in chromium: it loads with no console line (no error, no blocked request), draws the
+    picture, and its filters hide rows."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.dir = Path(tempfile.mkdtemp(prefix="html-report-browser-"))
+        from harness.runner.html import write_html
+        from tests.unit.test_html import sample_entries
+
+        cls.path = cls.dir / "report.html"
+        write_html(str(cls.path), sample_entries())
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_loads_without_console_lines(self):
+        page = load(self.path)
+        self.assertEqual(page.console, [])
+        self.assertIn('data-ready="1"', page.dom, "the page's script ran to its end")
+        self.assertIn('class="parted"', page.dom)
+
+    def test_filter_by_outcome(self):
+        dom = load(self.path, "outcome=failed").dom
+        shown = re.findall(r'<tr data-outcome="(\w+)"[^>]*?(hidden="")?>', dom)
+        self.assertTrue(shown)
+        self.assertEqual({o for o, hidden in shown if not hidden}, {"failed"})
+        self.assertIn("passed", {o for o, hidden in shown if hidden})
+
+    def test_search_by_name(self):
+        dom = load(self.path, "q=alpha").dom
+        rows = re.findall(r'<tr data-outcome="\w+" data-name="([^"]+)"( hidden="")?>', dom)
+        self.assertEqual([n for n, hidden in rows if not hidden], ["m.T.test_alpha"])
+
+    def test_screenshot(self):
+        png = self.dir / "shot.png"
+        load(self.path, screenshot=png)
+        self.assertTrue(png.read_bytes().startswith(b"\x89PNG"))
