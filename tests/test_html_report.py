@@ -68,6 +68,16 @@ class TestHtmlOfAFailingRun(FixtureTestCase):
         self.assertIn("waits here", rows["0"])
         self.assertNotIn("waits here", rows["1"])
 
+    def test_opens_in_chromium_without_console_lines(self):
+        from tests._browser import chromium
+
+        if chromium() is None:
+            self.skipTest("needs Debian's chromium (apt-get install chromium); not installed on this machine")
+        page = load(self.path)
+        self.assertEqual(page.console, [], "no console error and no blocked request")
+        self.assertIn('data-ready="1"', page.dom)
+        self.assertIn("#3 all_gather", page.dom)
+
 
 @needs_chromium
 class TestHtmlInABrowser(unittest.TestCase):
