@@ -2,6 +2,7 @@
 read as text and opened in a real headless chromium (skipped where there is none)."""
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import tempfile
@@ -119,3 +120,41 @@ class TestHtmlInABrowser(unittest.TestCase):
         png = self.dir / "shot.png"
         load(self.path, screenshot=png)
         self.assertTrue(png.read_bytes().startswith(b"\x89PNG"))
+
+
+class TestPytestHtmlExtras(FixtureTestCase):
+    """Under pytest with pytest-html, a failure's report carries the same picture as an extra."""
+
+    RUNNER = "pytest"
+    ENV = {"HARNESS_PEER_GRACE": "3", "HARNESS_THREADS": "1"}
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        try:
+            import pytest_html  # noqa: F401
+        except ImportError:
+            raise unittest.SkipTest("needs pytest-html (pip install pytest-html; the test extra declares it)")
+        cls.dir = Path(tempfile.mkdtemp(prefix="html-report-pytest-"))
+        cls.path = cls.dir / "pytest.html"
+        cls.ARGS = [FIX, "-k", "NeverCalled", f"--html={cls.path}", "--self-contained-html"]
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def test_the_picture_is_an_extra(self):
+        self.assertEqual(self.r.returncode, 1, self.r.describe())
+        text = html.unescape(self.path.read_text(encoding="utf-8"))  # pytest-html keeps its data as escaped JSON
+        self.assertIn("where the ranks parted: rank 1 never called #2 all_reduce", text)
+        self.check_nothing_left()
+
+    def test_drawn_in_chromium(self):
+        from tests._browser import chromium
+
+        if chromium() is None:
+            self.skipTest("needs Debian's chromium (apt-get install chromium); not installed on this machine")
+        page = load(self.path)
+        self.assertEqual(page.console, [])
+        self.assertEqual(page.dom.count('class="gap"'), 1, "rank 1's missing all_reduce, drawn by pytest-html's page")

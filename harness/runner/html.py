@@ -23,7 +23,7 @@ from harness.capture import bounded_output
 from harness.runner.results import Entry, counts
 from harness.status import BAD, Status
 
-__all__ = ["write_html", "render", "TEXT_LIMIT", "MAX_CELLS", "MAX_LANES"]
+__all__ = ["write_html", "render", "picture_html", "failure_extra", "TEXT_LIMIT", "MAX_CELLS", "MAX_LANES"]
 
 #: bytes of one text (a failure's report, a rank's output) kept in the page: head and tail, the cut said
 TEXT_LIMIT = 20_000
@@ -228,6 +228,13 @@ def _failure(i: int, e: Entry) -> str:
         bits.append("<h4>output</h4>" + _pre(e.output))
     bits.append("</div>")
     return "".join(bits)
+
+
+def failure_extra(pic: Any) -> str:
+    """One failure's picture and its ranks' texts as a piece of HTML with its own style: what the pytest plugin
+    adds to pytest-html's report."""
+    style = "".join(line for line in _STYLE.splitlines() if line.startswith((".pic", "pre", ".parted", ".s-")))
+    return f'<div class="distharness"><style>{style}</style>{picture_html(pic)}{_rank_details(pic)}</div>'
 
 
 def _slowest(entries: Sequence[Entry]) -> str:
