@@ -29,7 +29,8 @@ import time
 from typing import Any, Iterable, Mapping
 
 __all__ = ["enable", "begin_test", "note_groups", "own_dump", "serve_dumps", "request_dumps", "Call", "GroupView",
-           "Cell", "Lane", "Picture", "picture", "analyse", "stuck", "culprit", "section", "describe_call", "group_label"]
+           "Cell", "Lane", "Picture", "picture", "analyse", "stuck", "culprit", "section", "describe_call",
+           "group_label"]
 
 #: entries torch keeps (a ring): enough for the collectives of one test, a few hundred KiB at most
 BUFFER = 2000
@@ -168,7 +169,9 @@ def own_dump(rank: int) -> dict[str, Any] | None:
                           "done": bool(e.get("retired")) or state == "completed",
                           "input_sizes": e.get("input_sizes") or [], "output_sizes": e.get("output_sizes") or [],
                           "input_dtypes": e.get("input_dtypes") or [], "output_dtypes": e.get("output_dtypes") or [],
-                          "ms": e.get("duration_ms"), "t": int(e.get("time_created_ns", 0))})  # None unless the recorder timed it (a CUDA backend)
+                          # ms: None unless the recorder timed it (a CUDA backend); t: orders a rank's calls
+                          # across its groups for the HTML report's picture
+                          "ms": e.get("duration_ms"), "t": int(e.get("time_created_ns", 0))})
     note_groups()
     return {"rank": rank, "calls": calls, "groups": dict(_mark.groups), "creating": _in_group_creation()}
 

@@ -23,7 +23,8 @@ from harness.capture import bounded_output
 from harness.runner.results import Entry, counts
 from harness.status import BAD, Status
 
-__all__ = ["write_html", "render", "picture_html", "failure_extra", "TEXT_LIMIT", "MAX_CELLS", "MAX_LANES"]
+__all__ = ["write_html", "render", "picture_html", "failure_extra", "TEXT_LIMIT", "MAX_CELLS", "MAX_LANES",
+           "MAX_FAILURES"]
 
 #: bytes of one text (a failure's report, a rank's output) kept in the page: head and tail, the cut said
 TEXT_LIMIT = 20_000
@@ -31,30 +32,38 @@ TEXT_LIMIT = 20_000
 MAX_CELLS = 60
 #: distinct rows drawn per picture; equal rows are drawn once already ("ranks 0-62")
 MAX_LANES = 64
+#: failures detailed in the page; past them the table still lists every test (a run where everything failed
+#: stays a page a browser opens: each failure is up to a few TEXT_LIMITs)
+MAX_FAILURES = 100
 _SLOWEST = 15
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+#: the picture's style (with the texts'): the page's and the pytest-html extra's
+_PIC_STYLE = """
+.s-passed,.s-xfail{color:#1a7f37}.s-failed,.s-error,.s-xpass,.s-interrupted{color:#c62828;font-weight:600}
+.s-skipped{color:#8a6d00}
+pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:30em;white-space:pre-wrap;word-break:break-all}
+.pic td{border:1px solid #ccc;font:12px/1.2 monospace;white-space:nowrap;padding:3px 5px}
+.pic td.rank{font:bold 13px system-ui;background:#fafafa;white-space:normal;min-width:10em;max-width:22em}
+.pic td.ok{background:#e8f5e9}.pic td.open{background:#fff3cd;border:2px dashed #b8860b}
+.pic td.parted{background:#ffcdd2;border:2px solid #c62828}
+.pic td.gap{background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px);color:#c62828;
+border:2px dashed #c62828}
+.pic td.none{color:#888;font-style:italic}
+.pic small{color:#555}
+.parted-line{color:#c62828;font-weight:600}
+"""
 
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 h1{font-size:1.4em}h2{font-size:1.2em;margin-top:1.6em}h3{font-size:1.05em;margin:1.2em 0 .4em}
 table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
 .meta td:first-child{color:#666}
-.s-passed,.s-xfail{color:#1a7f37}.s-failed,.s-error,.s-xpass,.s-interrupted{color:#c62828;font-weight:600}
-.s-skipped{color:#8a6d00}
-pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:30em;white-space:pre-wrap;word-break:break-all}
 .fail{border-left:4px solid #c62828;padding-left:12px;margin:1.5em 0}
-.pic td{border:1px solid #ccc;font:12px/1.2 monospace;white-space:nowrap;padding:3px 5px}
-.pic td.rank{font:bold 13px system-ui;background:#fafafa;white-space:normal;min-width:10em;max-width:22em}
-.pic td.ok{background:#e8f5e9}.pic td.open{background:#fff3cd;border:2px dashed #b8860b}
-.pic td.parted{background:#ffcdd2;border:2px solid #c62828}
-.pic td.gap{background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px);color:#c62828;border:2px dashed #c62828}
-.pic td.none{color:#888;font-style:italic}
-.pic small{color:#555}
-.parted-line{color:#c62828;font-weight:600}
 .bar{background:#5c6bc0;height:12px;display:inline-block}
 #filters label{margin-right:1em}
-"""
+""" + _PIC_STYLE
 
 _SCRIPT = """
 (function(){
@@ -70,7 +79,10 @@ _SCRIPT = """
   }
   // #outcome=failed,error&q=name: a link (or a test) opens the page filtered
   var h=new URLSearchParams(location.hash.slice(1));
-  if(h.has('outcome')){var want=h.get('outcome').split(',');boxes.forEach(function(b){b.checked=want.indexOf(b.value)>=0;});}
+  if(h.has('outcome')){
+    var want=h.get('outcome').split(',');
+    boxes.forEach(function(b){b.checked=want.indexOf(b.value)>=0;});
+  }
   if(h.has('q')){q.value=h.get('q');}
   boxes.forEach(function(b){b.addEventListener('change',apply);});
   q.addEventListener('input',apply);
@@ -130,7 +142,8 @@ def _meta(entries: Sequence[Entry], wall: float, front: str, notes: Sequence[str
     rows = [("counts", str(counts(entries))), ("commit", _git_commit(root) or "not in git"),
             ("torch", _torch_version() or "not imported"), ("python", platform.python_version()),
             ("placement", ", ".join(f"{p} ({n})" for p, n in places.most_common()) or "none"),
-            ("front end", front), ("finished", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")),
+            ("front end", front),
+            ("finished", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")),
             ("wall time", f"{wall:.1f} s"), ("host", platform.node())]
     rows += [("note", n) for n in notes]
     return "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows)
@@ -233,8 +246,7 @@ def _failure(i: int, e: Entry) -> str:
 def failure_extra(pic: Any) -> str:
     """One failure's picture and its ranks' texts as a piece of HTML with its own style: what the pytest plugin
     adds to pytest-html's report."""
-    style = "".join(line for line in _STYLE.splitlines() if line.startswith((".pic", "pre", ".parted", ".s-")))
-    return f'<div class="distharness"><style>{style}</style>{picture_html(pic)}{_rank_details(pic)}</div>'
+    return f'<div class="distharness"><style>{_PIC_STYLE}</style>{picture_html(pic)}{_rank_details(pic)}</div>'
 
 
 def _slowest(entries: Sequence[Entry]) -> str:
@@ -251,7 +263,10 @@ def render(entries: Sequence[Entry], wall: float = 0.0, front: str = "python -m 
            notes: Iterable[str] = (), title: str = "distharness run", root: Path | None = None) -> str:
     """The page, as text."""
     bad = [(i, e) for i, e in enumerate(entries) if e.status in BAD]
-    failures = ("<h2>Failures</h2>" + "".join(_failure(i, e) for i, e in bad)) if bad else ""
+    failures = ("<h2>Failures</h2>" + "".join(_failure(i, e) for i, e in bad[:MAX_FAILURES])) if bad else ""
+    if len(bad) > MAX_FAILURES:
+        failures += (f"<p>{len(bad) - MAX_FAILURES} more failures not detailed here (the console's report and the "
+                     "JUnit XML have them all)</p>")
     return _PAGE.substitute(csp=_CSP, title=_e(title), style=_STYLE, script=_SCRIPT,
                             meta=_meta(entries, wall, front, list(notes), root or Path.cwd()),
                             boxes=_boxes(entries), rows=_test_rows(entries), failures=failures,

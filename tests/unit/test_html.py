@@ -7,7 +7,7 @@ import unittest
 from pathlib import Path
 
 from harness import collectives
-from harness.runner.html import TEXT_LIMIT, render, write_html
+from harness.runner.html import MAX_FAILURES, TEXT_LIMIT, render, write_html
 from harness.runner.results import Entry, Problem
 from harness.status import Status
 
@@ -86,6 +86,16 @@ class TestBadInput(unittest.TestCase):
         page = render([entry])
         self.assertLess(len(page.encode()), 4 * TEXT_LIMIT + 20_000, "a 16 MB output leaves a small page")
         self.assertIn("bytes of output not shown", page)
+
+    def test_a_run_where_everything_failed_stays_small(self):
+        bad = sample_entries()[1]
+        many = [dataclass_replace(bad, test_id=f"m.T.test_{i}",
+                                  problems=[Problem(Status.ERROR, "t", "e" * 50_000)]) for i in range(1000)]
+        page = render(many)
+        self.assertEqual(page.count('<div class="fail"'), MAX_FAILURES)
+        self.assertIn(f"{1000 - MAX_FAILURES} more failures not detailed here", page)
+        self.assertEqual(page.count("<tr data-outcome="), 1000, "the table lists every test")
+        self.assertLess(len(page.encode()), 5_000_000)
 
     def test_html_in_output_is_escaped(self):
         evil = '<script>alert(1)</script><img src="http://x/y.png">'
