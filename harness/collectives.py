@@ -551,13 +551,20 @@ def picture(dumps: Mapping[int, Mapping[str, Any] | None], outcomes: Mapping[int
             marked |= {(r, view.name, seq) for r in present}
             for q in sorted(absent):
                 missing.setdefault(q, f"{present[p].text} on {view.label}")
-            words = words or "; ".join(_never(view, q, present[p], absent[q]) for q in sorted(absent))
+            if len(absent) == 1:
+                q = next(iter(absent))
+                words = words or _never(view, q, present[p], absent[q])
+            else:
+                words = words or f"{_ranks_text(absent)} never called {present[p].text} on {view.label}"
         else:
             kind, seq, present = d
             marked |= {(r, view.name, seq) for r in present}
             word = {"op": "ops", "size": "sizes", "dtype": "dtypes"}[kind]
+            alike: dict[str, list[int]] = {}  # the same call on many ranks is said once: 64 ranks stay one line
+            for r, c in sorted(present.items()):
+                alike.setdefault(describe_call(c.entry), []).append(r)
             words = words or (f"#{seq} on {view.label}, different {word}: " + "; ".join(
-                f"{describe_call(c.entry)} on rank {r}" for r, c in sorted(present.items())))
+                f"{text} on {_ranks_text(ranks)}" for text, ranks in alike.items()))
     lanes = []
     for rank in sorted(set(range(world_size)) | set(outcomes)):
         said = outcomes.get(rank) or {}
@@ -571,6 +578,16 @@ def picture(dumps: Mapping[int, Mapping[str, Any] | None], outcomes: Mapping[int
                           missing.get(rank, ""), waiting, said.get("error", ""), said.get("stack", ""),
                           said.get("output", "")))
     return Picture(tuple(lanes), words)
+
+
+def _ranks_text(ranks: Iterable[int]) -> str:
+    """``rank 3``, ``ranks 0-62``, ``ranks 1, 4, 6``."""
+    rs = sorted(ranks)
+    if len(rs) == 1:
+        return f"rank {rs[0]}"
+    if rs == list(range(rs[0], rs[-1] + 1)):
+        return f"ranks {rs[0]}-{rs[-1]}"
+    return "ranks " + ", ".join(map(str, rs))
 
 
 def _in_call_order(dump: Mapping[str, Any] | None, views: list[GroupView], rank: int) -> list[Call]:

@@ -32,6 +32,8 @@ TEXT_LIMIT = 20_000
 MAX_CELLS = 60
 #: distinct rows drawn per picture; equal rows are drawn once already ("ranks 0-62")
 MAX_LANES = 64
+#: ranks whose error, stack and output a failure shows
+MAX_DETAILS = 8
 #: failures detailed in the page; past them the table still lists every test (a run where everything failed
 #: stays a page a browser opens: each failure is up to a few TEXT_LIMITs)
 MAX_FAILURES = 100
@@ -117,6 +119,10 @@ def _bounded(text: str, limit: int = TEXT_LIMIT) -> str:
     return bounded_output(text.encode("utf-8", "replace"), limit)
 
 
+def _short(text: str, most: int) -> str:
+    return text if len(text) <= most else text[:most - 1] + "\u2026"
+
+
 def _pre(text: str) -> str:
     return f"<pre>{_e(_bounded(text))}</pre>" if text else ""
 
@@ -193,7 +199,7 @@ def picture_html(pic: Any) -> str:
         cells = list(lane.cells)
         cut = len(cells) - MAX_CELLS
         tds = [f'<td class="rank">{_e(_ranks_word([x.rank for x in lanes]))}<br>'
-               f'<small class="s-{_e(lane.status)}">{_e(lane.line[:120])}</small></td>']
+               f'<small class="s-{_e(lane.status)}">{_e(_short(lane.line, 200))}</small></td>']
         if cut > 0:
             tds.append(f'<td class="none">{cut} earlier not drawn</td>')
             cells = cells[-MAX_CELLS:]
@@ -214,12 +220,22 @@ def picture_html(pic: Any) -> str:
 
 
 def _rank_details(pic: Any) -> str:
-    out = []
+    """Each rank's texts, folded; ranks with texts that repeat another's are not shown twice, at most
+    MAX_DETAILS ranks in all (at 64 ranks the picture says who did what, the first ranks' texts say how)."""
+    out, seen, left = [], set(), 0
     for lane in pic.lanes:
         parts = [("error", lane.error), ("stack when stopped", lane.stack), ("output", lane.output)]
         body = "".join(f"<h4>{_e(k)}</h4>{_pre(v)}" for k, v in parts if v)
-        if body:
-            out.append(f"<details><summary>rank {lane.rank}: {_e(lane.line[:200])}</summary>{body}</details>")
+        key = (lane.line, lane.error.replace(f"rank {lane.rank}", "rank N"), lane.output)
+        if not body:
+            continue
+        if key in seen or len(out) >= MAX_DETAILS:
+            left += 1
+            continue
+        seen.add(key)
+        out.append(f"<details><summary>rank {lane.rank}: {_e(_short(lane.line, 300))}</summary>{body}</details>")
+    if left:
+        out.append(f"<p>{left} more ranks' texts not shown (like those above, or past the first {MAX_DETAILS})</p>")
     return "".join(out)
 
 

@@ -51,6 +51,9 @@ class TestPicture(unittest.TestCase):
         self.assertEqual([r.count(",") + 1 for r in rows], [63, 1])
         self.assertIn("ranks 0-62 (63)", page)
         self.assertIn("rank 63<", page)
+        self.assertEqual(page.count("<details>"), 1, "the ranks' texts differ only in their rank: shown once")
+        self.assertIn("63 more ranks' texts not shown", page)
+        self.assertIn("different ops: all_gather(float32[4]) on ranks 0-62; all_reduce(float32[4]) on rank 63", page)
 
     def test_never_called_is_a_gap(self):
         dumps = {0: {"calls": [_call("0", 1, "all_reduce", 3), _call("0", 2, "all_reduce", 3, done=False)],
