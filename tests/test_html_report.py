@@ -106,6 +106,17 @@ class TestHtmlInABrowser(unittest.TestCase):
         self.assertIn('data-ready="1"', page.dom, "the page's script ran to its end")
         self.assertIn('class="parted"', page.dom)
 
+    def test_the_check_sees_a_request_and_an_error(self):
+        """What the console check is for: a page of ours that fetched anything, or threw, would show here."""
+        from harness.runner.html import render
+
+        bad = self.dir / "bad.html"
+        bad.write_text(render([]).replace("<script>", '<img src="http://192.0.2.1/x.png"><script>throw Error("x");',
+                                          1), encoding="utf-8")
+        console = "\n".join(load(bad).console)
+        self.assertIn("Content Security Policy", console)
+        self.assertIn("Uncaught Error: x", console)
+
     def test_filter_by_outcome(self):
         dom = load(self.path, "outcome=failed").dom
         shown = re.findall(r'<tr data-outcome="(\w+)"[^>]*?(hidden="")?>', dom)
