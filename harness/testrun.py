@@ -220,9 +220,11 @@ class TestRun:
 
 def picture_of(results: list[RankResult], world_size: int) -> collectives.Picture:
     """A failing run's ranks and collectives as data (what the HTML report draws), each text bounded."""
-    cut = capture.bounded_output
-    said = {r.rank: {"status": r.status, "line": r.one_line(), "error": cut((r.traceback or r.message).encode()),
-                     "stack": cut(r.stack.encode()), "output": cut(r.output.encode())} for r in results}
+    def cut(text: str) -> str:  # a rank's output may hold what is not UTF-8 (surrogates): replaced, never raised
+        return capture.bounded_output(text.encode("utf-8", "replace"))
+
+    said = {r.rank: {"status": r.status, "line": r.one_line(), "error": cut(r.traceback or r.message),
+                     "stack": cut(r.stack), "output": cut(r.output)} for r in results}
     dumps = {r.rank: r.collectives for r in results if r.collectives is not None}
     return collectives.picture(dumps, said, world_size)
 

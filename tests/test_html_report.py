@@ -171,3 +171,44 @@ class TestPytestHtmlExtras(FixtureTestCase):
         page = load(self.path)
         self.assertEqual(page.console, [])
         self.assertEqual(page.dom.count('class="gap"'), 1, "rank 1's missing all_reduce, drawn by pytest-html's page")
+
+
+class TestHtmlOfNastyOutput(FixtureTestCase):
+    """A rank that printed HTML, bytes that are not UTF-8 and 3 MB: the page stays small, escaped, UTF-8."""
+
+    RUNNER = "harness"
+    ENV = {"HARNESS_THREADS": "1"}
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.dir = Path(tempfile.mkdtemp(prefix="html-report-nasty-"))
+        cls.path = cls.dir / "report.html"
+        cls.ARGS = ["tests/fixtures/fx_html.py", "--html", str(cls.path)]
+        super().setUpClass()
+        cls.raw = cls.path.read_bytes() if cls.path.exists() else b""
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def test_small_escaped_and_utf8(self):
+        self.assertEqual(self.r.returncode, 1, self.r.describe())
+        page = self.raw.decode("utf-8")  # raises if the bytes that are not UTF-8 came through as they were
+        self.assertLess(len(self.raw), 400_000, "3 MB of output leaves a small page")
+        self.assertIn("bytes of output not shown", page)
+        self.assertIn("FIXTURE-NASTY &lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;", page)
+        self.assertNotIn("<script>alert", page)
+        self.assertNotIn('<img src="http', page)
+        self.assertIn("FIXTURE-FAIL rank 1 &lt;b&gt;fails&lt;/b&gt;", page)
+        self.assertIn("FIXTURE-END", page, "the output's tail is kept")
+        self.check_nothing_left()
+
+    def test_opens_cleanly(self):
+        from tests._browser import chromium
+
+        if chromium() is None:
+            self.skipTest("needs Debian's chromium (apt-get install chromium); not installed on this machine")
+        page = load(self.path)
+        self.assertEqual(page.console, [])
+        self.assertIn('data-ready="1"', page.dom)
