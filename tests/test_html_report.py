@@ -31,11 +31,13 @@ class TestHtmlOfAFailingRun(FixtureTestCase):
     def setUpClass(cls) -> None:
         cls.dir = Path(tempfile.mkdtemp(prefix="html-report-test-"))
         cls.path = cls.dir / "out" / "report.html"
-        # -j 2: the pictures cross from the workers; the two desyncs and a passing test (CI's time is short)
-        cls.ARGS = [FIX, "-j", "2", "-k", "DifferentOps", "-k", "NeverCalled", "-k", "Passing",
-                    "--html", str(cls.path)]
+        # -j 2: the pictures cross from the workers. The two desyncs, a passing test, and a rank that prints
+        # HTML, bytes that are not UTF-8 and 3 MB (tests/fixtures/fx_html.py), in one run: CI's time is short
+        cls.ARGS = [FIX, "tests/fixtures/fx_html.py", "-j", "2", "-k", "DifferentOps", "-k", "NeverCalled",
+                    "-k", "Passing", "-k", "NastyOutput", "--html", str(cls.path)]
         super().setUpClass()
-        cls.page = cls.path.read_text(encoding="utf-8") if cls.path.exists() else ""
+        cls.raw = cls.path.read_bytes() if cls.path.exists() else b""
+        cls.page = cls.raw.decode("utf-8")  # raises if bytes that are not UTF-8 came through as they were
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -46,7 +48,7 @@ class TestHtmlOfAFailingRun(FixtureTestCase):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
         self.assertTrue(self.page, self.r.describe())
         self.assertInReport(f"HTML report: {self.path}")
-        self.assertIn("1 passed, 2 failed, 0 skipped", self.page)
+        self.assertIn("1 passed, 3 failed, 0 skipped", self.page)
         self.check_nothing_left()
 
     def test_self_contained(self):
@@ -70,6 +72,16 @@ class TestHtmlOfAFailingRun(FixtureTestCase):
         self.assertRegex(rows["0"], r'class="parted"[^>]*>#2 all_reduce')
         self.assertIn("waits here", rows["0"])
         self.assertNotIn("waits here", rows["1"])
+
+    def test_nasty_output_small_escaped_and_utf8(self):
+        page = self.page
+        self.assertLess(len(self.raw), 400_000, "3 MB of a rank's output leaves a small page")
+        self.assertIn("bytes of output not shown", page)
+        self.assertIn("FIXTURE-NASTY &lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;", page)
+        self.assertNotIn("<script>alert", page)
+        self.assertNotIn('<img src="http', page)
+        self.assertIn("FIXTURE-FAIL rank 1 &lt;b&gt;fails&lt;/b&gt;", page)
+        self.assertIn("FIXTURE-END", page, "the output's tail is kept")
 
     def test_opens_in_chromium_without_console_lines(self):
         from tests._browser import chromium
@@ -172,43 +184,3 @@ class TestPytestHtmlExtras(FixtureTestCase):
         self.assertEqual(page.console, [])
         self.assertEqual(page.dom.count('class="gap"'), 1, "rank 1's missing all_reduce, drawn by pytest-html's page")
 
-
-class TestHtmlOfNastyOutput(FixtureTestCase):
-    """A rank that printed HTML, bytes that are not UTF-8 and 3 MB: the page stays small, escaped, UTF-8."""
-
-    RUNNER = "harness"
-    ENV = {"HARNESS_THREADS": "1"}
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.dir = Path(tempfile.mkdtemp(prefix="html-report-nasty-"))
-        cls.path = cls.dir / "report.html"
-        cls.ARGS = ["tests/fixtures/fx_html.py", "--html", str(cls.path)]
-        super().setUpClass()
-        cls.raw = cls.path.read_bytes() if cls.path.exists() else b""
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        shutil.rmtree(cls.dir, ignore_errors=True)
-        super().tearDownClass()
-
-    def test_small_escaped_and_utf8(self):
-        self.assertEqual(self.r.returncode, 1, self.r.describe())
-        page = self.raw.decode("utf-8")  # raises if the bytes that are not UTF-8 came through as they were
-        self.assertLess(len(self.raw), 400_000, "3 MB of output leaves a small page")
-        self.assertIn("bytes of output not shown", page)
-        self.assertIn("FIXTURE-NASTY &lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;", page)
-        self.assertNotIn("<script>alert", page)
-        self.assertNotIn('<img src="http', page)
-        self.assertIn("FIXTURE-FAIL rank 1 &lt;b&gt;fails&lt;/b&gt;", page)
-        self.assertIn("FIXTURE-END", page, "the output's tail is kept")
-        self.check_nothing_left()
-
-    def test_opens_cleanly(self):
-        from tests._browser import chromium
-
-        if chromium() is None:
-            self.skipTest("needs Debian's chromium (apt-get install chromium); not installed on this machine")
-        page = load(self.path)
-        self.assertEqual(page.console, [])
-        self.assertIn('data-ready="1"', page.dom)
