@@ -29,7 +29,8 @@ import time
 from typing import Any, Iterable, Mapping
 
 __all__ = ["enable", "begin_test", "note_groups", "own_dump", "serve_dumps", "request_dumps", "Call", "GroupView",
-           "analyse", "stuck", "culprit", "section", "describe_call", "group_label"]
+           "Cell", "Lane", "Picture", "picture", "analyse", "stuck", "culprit", "section", "describe_call",
+           "group_label"]
 
 #: entries torch keeps (a ring): enough for the collectives of one test, a few hundred KiB at most
 BUFFER = 2000
@@ -167,7 +168,10 @@ def own_dump(rank: int) -> dict[str, Any] | None:
                           "op": op or backend, "backend": backend, "state": state,
                           "done": bool(e.get("retired")) or state == "completed",
                           "input_sizes": e.get("input_sizes") or [], "output_sizes": e.get("output_sizes") or [],
-                          "input_dtypes": e.get("input_dtypes") or [], "output_dtypes": e.get("output_dtypes") or []})
+                          "input_dtypes": e.get("input_dtypes") or [], "output_dtypes": e.get("output_dtypes") or [],
+                          # ms: None unless the recorder timed it (a CUDA backend); t: orders a rank's calls
+                          # across its groups for the HTML report's picture
+                          "ms": e.get("duration_ms"), "t": int(e.get("time_created_ns", 0))})
     note_groups()
     return {"rank": rank, "calls": calls, "groups": dict(_mark.groups), "creating": _in_group_creation()}
 
@@ -487,3 +491,118 @@ def section(dumps: Mapping[int, Mapping[str, Any] | None], world_size: int, max_
     if len(views) > max_groups:
         lines.append(f"  ... and {len(views) - max_groups} more groups")
     return "\n".join(lines)
+
+
+# ---- the picture: each rank's collectives in order, as small picklable data (the HTML report draws it) ----
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One collective one rank called, as the picture shows it."""
+
+    group: str  # the group's label ("the default group", 'group [0, 1] (name "1")')
+    seq: int  # its number on that group since the test started
+    op: str
+    tensors: str  # "float32[4]": describe_call's argument list
+    done: bool
+    ms: float | None = None  # its duration where the flight recorder timed it
+    parted: bool = False  # the collective where the ranks parted: this rank's call differs, or a peer never made it
+
+
+@dataclasses.dataclass(frozen=True)
+class Lane:
+    """One rank's row: how its test ended, its collectives in order, where it parted from the others."""
+
+    rank: int
+    status: str  # harness.outcome's word (passed, failed, error, timeout, killed, ...)
+    line: str  # its one-line outcome
+    recorded: bool  # it has a flight-recorder dump (False: it died first, or has no recorder)
+    cells: tuple[Cell, ...] = ()
+    missing: str = ""  # the collective the others called here and this rank never did ("#3 all_reduce(...)")
+    waiting: bool = False  # stopped inside its last collective, which never ended
+    error: str = ""  # its traceback (or message)
+    stack: str = ""  # where it was when the parent stopped it (faulthandler), for a hang
+    output: str = ""  # what it printed in the test
+
+
+@dataclasses.dataclass(frozen=True)
+class Picture:
+    """A failing test's ranks x collectives: one lane per rank and the sentence on where they parted."""
+
+    lanes: tuple[Lane, ...]
+    parted: str = ""  # the first difference, in the text report's words ("" when the ranks agree)
+
+
+def picture(dumps: Mapping[int, Mapping[str, Any] | None], outcomes: Mapping[int, Mapping[str, str]],
+            world_size: int) -> Picture:
+    """The picture of one test from its ranks' dumps and ``outcomes``: rank -> its texts (``status``, ``line``,
+    ``error``, ``stack``, ``output``; harness.outcome.RankResult's, each already bounded)."""
+    views = analyse(dumps, world_size)
+    marked: set[tuple[int, str, int]] = set()  # (rank, group name, seq) of the parting cells
+    missing: dict[int, str] = {}
+    words = ""
+    for view in views:
+        d = view.difference
+        if d is None:
+            continue
+        if d[0] == "missing":
+            _, seq, present, absent = d
+            p = min(present)
+            marked |= {(r, view.name, seq) for r in present}
+            for q in sorted(absent):
+                missing.setdefault(q, f"{present[p].text} on {view.label}")
+            if len(absent) == 1:
+                q = next(iter(absent))
+                words = words or _never(view, q, present[p], absent[q])
+            else:
+                words = words or f"{_ranks_text(absent)} never called {present[p].text} on {view.label}"
+        else:
+            kind, seq, present = d
+            marked |= {(r, view.name, seq) for r in present}
+            word = {"op": "ops", "size": "sizes", "dtype": "dtypes"}[kind]
+            alike: dict[str, list[int]] = {}  # the same call on many ranks is said once: 64 ranks stay one line
+            for r, c in sorted(present.items()):
+                alike.setdefault(describe_call(c.entry), []).append(r)
+            words = words or (f"#{seq} on {view.label}, different {word}: " + "; ".join(
+                f"{text} on {_ranks_text(ranks)}" for text, ranks in alike.items()))
+    lanes = []
+    for rank in sorted(set(range(world_size)) | set(outcomes)):
+        said = outcomes.get(rank) or {}
+        status = said.get("status", "")
+        calls = _in_call_order(dumps.get(rank), views, rank)
+        label = {v.name: v.label for v in views}
+        cells = tuple(Cell(label.get(c.group, c.group), c.seq, c.op, describe_call(c.entry)[len(c.op) + 1:-1],
+                           c.done, _ms(c.entry.get("ms")), (rank, c.group, c.seq) in marked) for c in calls)
+        waiting = bool(cells) and not cells[-1].done and status not in ("passed", "skipped")
+        lanes.append(Lane(rank, status, said.get("line", "no result"), bool(dumps.get(rank)), cells,
+                          missing.get(rank, ""), waiting, said.get("error", ""), said.get("stack", ""),
+                          said.get("output", "")))
+    return Picture(tuple(lanes), words)
+
+
+def _ranks_text(ranks: Iterable[int]) -> str:
+    """``rank 3``, ``ranks 0-62``, ``ranks 1, 4, 6``."""
+    rs = sorted(ranks)
+    if len(rs) == 1:
+        return f"rank {rs[0]}"
+    if rs == list(range(rs[0], rs[-1] + 1)):
+        return f"ranks {rs[0]}-{rs[-1]}"
+    return "ranks " + ", ".join(map(str, rs))
+
+
+def _in_call_order(dump: Mapping[str, Any] | None, views: list[GroupView], rank: int) -> list[Call]:
+    """This rank's calls on every group in the order it made them (the dump's order), not group by group."""
+    by_key = {(c.group, c.seq): c for v in views for c in v.calls.get(rank, [])}
+    out = []
+    for e in sorted((dump or {}).get("calls") or [], key=lambda e: int(e.get("t", 0))):
+        c = by_key.get((str(e["group"]), int(e["seq"])))
+        if c is not None:
+            out.append(c)
+    return out
+
+
+def _ms(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None

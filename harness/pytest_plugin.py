@@ -152,7 +152,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         rep.sections.append(("harness", f"{where}, world size {rec.world_size}: {rec.reason}"))
         if rec.triage:
             rep.sections.append(("harness triage", rec.triage))
+        if rep.failed and rec.picture is not None:
+            _html_extra(item, rep, rec.picture)
     return rep
+
+
+def _html_extra(item: pytest.Item, rep: pytest.TestReport, picture: Any) -> None:
+    """With pytest-html: the failure's ranks x collectives (harness.runner.html) as an extra of its report."""
+    if not item.config.pluginmanager.hasplugin("html"):
+        return
+    try:
+        from pytest_html import extras
+    except ImportError:
+        return
+    from harness.runner.html import failure_extra
+
+    rep.extras = [*getattr(rep, "extras", []), extras.html(failure_extra(picture))]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -15,7 +15,7 @@ import time
 import unittest
 from typing import Any, Callable
 
-from harness import report, triage, verdict
+from harness import capture, collectives, report, triage, verdict
 from harness.config import Settings
 from harness.decorators import defined_at, gpus_needed, markers
 from harness.errors import RankAbort, UsageError
@@ -124,6 +124,7 @@ class TestRun:
         self.started = time.monotonic()
         self.reused = True
         self.pids: list[int] = []
+        self.picture: collectives.Picture | None = None  # the last failing run's ranks x collectives
 
     def facts(self, **more: Any) -> Facts:
         """What the parent knows of this test beside its ranks' results (``more``: what one run of it added)."""
@@ -160,6 +161,8 @@ class TestRun:
               and verdict.judge(results, self.facts()).fails):
             results = self.triage(world, task, world.history[:-1], results)  # the tests these ranks ran before it
         worlds.done_with(world, self.conf)
+        if any(r.is_bad for r in results):
+            self.picture = picture_of(results, self.world_size)
         return verdict.judge(results, self.facts(**altered), kwargs, self.conf.show_output)
 
     def triage(self, world: Any, task: Task, earlier: list[triage.Ran], results: list[RankResult]
@@ -212,7 +215,18 @@ class TestRun:
         """The test as it ran, for the runner's line and the pytest plugin (the run's notes, by test id)."""
         self.notes.record(TestRecord(self.test_id, self.world_size, self.placement.label if self.examples else "",
                                      self.placement.reason, time.monotonic() - self.started, self.pids,
-                                     self.reused, self.examples, self.triage_line))
+                                     self.reused, self.examples, self.triage_line, self.picture))
+
+
+def picture_of(results: list[RankResult], world_size: int) -> collectives.Picture:
+    """A failing run's ranks and collectives as data (what the HTML report draws), each text bounded."""
+    def cut(text: str) -> str:  # a rank's output may hold what is not UTF-8 (surrogates): replaced, never raised
+        return capture.bounded_output(text.encode("utf-8", "replace"))
+
+    said = {r.rank: {"status": r.status, "line": r.one_line(), "error": cut(r.traceback or r.message),
+                     "stack": cut(r.stack), "output": cut(r.output)} for r in results}
+    dumps = {r.rank: r.collectives for r in results if r.collectives is not None}
+    return collectives.picture(dumps, said, world_size)
 
 
 def run_test(test: unittest.TestCase, run: Run, result: Any = None) -> None:

@@ -137,6 +137,9 @@ def build_parser(defaults: Defaults = Defaults()) -> argparse.ArgumentParser:
                           "passing tests")
     out.add_argument("--junit-xml", metavar="PATH",
                      help="write JUnit XML: one testcase per test and one per failing subtest")
+    out.add_argument("--html", metavar="PATH",
+                     help="write one self-contained HTML report: every test, and each failure's errors, output and "
+                          "ranks x collectives drawn")
     out.add_argument("--slowest", type=int, default=10, metavar="N",
                      help="how many of the slowest tests to list at the end (0: none; default: 10)")
     return p
@@ -179,7 +182,7 @@ def parse(args: argparse.Namespace, defaults: Defaults = Defaults()) -> Options:
                    update_times=args.update_times, list_only=args.list_only, device=args.device,
                    timeout=args.timeout, hypothesis_profile=args.hypothesis_profile, failfast=args.failfast,
                    shuffle_seed=seed, fail_env_changed=args.fail_env_changed, triage=args.triage, buffer=args.buffer,
-                   verbose=args.verbose, junit_xml=args.junit_xml, slowest=args.slowest, jobs=args.jobs,
+                   verbose=args.verbose, junit_xml=args.junit_xml, html=args.html, slowest=args.slowest, jobs=args.jobs,
                    job_of=tuple(args.job_of) if args.job_of else None)
 
 

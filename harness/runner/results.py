@@ -45,6 +45,7 @@ class Entry:
     output: str = ""
     examples: int = 0  # hypothesis examples run (0: not a harness test)
     triage: str = ""  # what checking its failure in fresh ranks found (harness.triage)
+    picture: Any = None  # a failure's ranks x collectives (harness.collectives.Picture): the HTML report draws it
     real: bool = True  # False: an import failure or a class/module set-up error, not a test of its own
 
     @property
@@ -336,6 +337,7 @@ class RunnerResult(unittest.TestResult):
             entry.why_placed = rec.reason
             entry.examples = rec.examples
             entry.triage = rec.triage
+            entry.picture = rec.picture
         self.entries.append(entry)
         self._current = None
         self.listener.test_done(entry, self.started)

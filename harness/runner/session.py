@@ -43,6 +43,7 @@ class Options:
     buffer: bool = True
     verbose: bool = False
     junit_xml: str | None = None
+    html: str | None = None  # --html PATH (harness.runner.html)
     slowest: int = 10
     jobs: int = 1  # runner processes at once (harness.runner.jobs)
     job_of: tuple[str, str] | None = None  # in a --jobs worker: (file of its test ids, where its report goes)
@@ -211,6 +212,13 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
 
         write_junit(options.junit_xml, entries, wall)
         console.write(f"JUnit XML: {options.junit_xml}\n")
+    if options.html and plan.reporting:
+        from harness.runner.html import write_html
+
+        prog = os.path.basename(sys.argv[0])
+        prog = "python -m harness" if prog in ("", "__main__.py", "-m") else prog
+        write_html(options.html, entries, wall, prog + (f" -j {options.jobs}" if options.jobs > 1 else ""), notes)
+        console.write(f"HTML report: {options.html}\n")
     if options.update_times and plan.reporting:
         timed, classes = times_to_record(entries, class_seconds)
         save_times(options.times_file, timed, classes)
