@@ -20,10 +20,12 @@ test at once with its file and line, never waiting for the timeout. ``PYTHONBREA
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import pdb
 import select
+import shutil
 import socket
 import sys
 import tempfile
@@ -66,6 +68,15 @@ class Relay:
         self._since: float | None = None  # when the session now open began
         self._post_mortem_for: str | None = None  # the test whose post-mortem was given (one a test: its root cause)
         threading.Thread(target=self._serve, daemon=True, name="harness-debug-relay").start()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """At exit: the socket and its directory go (the thread, a daemon, ends with the process)."""
+        try:
+            self.server.close()
+        except OSError:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def paused(self) -> float:
         """Seconds spent at prompts since the relay started, the open session's included."""
@@ -263,7 +274,16 @@ class RankPdb(pdb.Pdb):
         self.prompt = f"(Pdb rank {_Where.rank}) "
         self.what, self.where, self.kind = what, where, kind
         self.link: _Link | None = None
+        self.start_frame: Any = None  # a post-mortem: the frame the prompt starts at (the test's, not an assert's)
         _Where.active = self
+
+    def setup(self, frame: Any, traceback: Any) -> Any:
+        done = super().setup(frame, traceback)
+        for index, (each, _) in enumerate(self.stack):
+            if each is self.start_frame:
+                self.curindex, self.curframe = index, each
+                self.curframe_locals = each.f_locals
+        return done
 
     def connect(self) -> bool:
         """Open the prompt in the parent's terminal (waits for another rank's to close); False: refused."""
@@ -302,9 +322,16 @@ def _place(frame: Any) -> str:
 
 
 def _no_terminal(what: str, where: str) -> NoTerminal:
-    return NoTerminal(f"{what} at {where} on rank {_Where.rank} of {_Where.test}: this run has no terminal to open "
-                      "a (Pdb) prompt in (its stdin is not a terminal, or CI is set); run the test from a terminal "
-                      "to debug it there, or set PYTHONBREAKPOINT=0 to skip breakpoint() calls")
+    from harness.torchrun import launched
+
+    if launched():
+        why = ("under torchrun there is no parent to hold a prompt for the ranks; run the test with "
+               "`python -m harness` from a terminal to debug it there")
+    else:
+        why = ("this run has no terminal to open a (Pdb) prompt in (its stdin is not a terminal, or CI is set); "
+               "run the test from a terminal to debug it there")
+    return NoTerminal(f"{what} at {where} on rank {_Where.rank} of {_Where.test}: {why}, or set PYTHONBREAKPOINT=0 "
+                      "to skip breakpoint() calls")
 
 
 def _debugger(what: str, frame: Any) -> RankPdb:
@@ -383,17 +410,35 @@ def post_mortem(exc: BaseException) -> None:
     (the relay refuses the later ones) and there is a terminal."""
     if not _Where.post_mortem or _Where.address is None or exc.__traceback__ is None:
         return
-    tb = exc.__traceback__
-    while tb.tb_next is not None:
+    # the innermost frame outside unittest's and the harness's own assert methods (unittest hides the
+    # modules that say ``__unittest``): the test's line that raised; ``down`` still reaches the others
+    tb, start = exc.__traceback__, None
+    while tb is not None:
+        if start is None or not _assert_helper(tb.tb_frame):
+            start = tb
         tb = tb.tb_next
-    debugger = RankPdb(f"post-mortem of {type(exc).__name__}: {exc}".splitlines()[0][:200], _place(tb.tb_frame),
-                       kind="post-mortem")
+    debugger = RankPdb(f"post-mortem of {type(exc).__name__}: {exc}".splitlines()[0][:200],
+                       f"{start.tb_frame.f_code.co_filename}:{start.tb_lineno}", kind="post-mortem")
+    debugger.start_frame = start.tb_frame
     try:
         debugger.reset()
         debugger.interaction(None, exc.__traceback__)
     finally:
         debugger.hang_up()
         _Where.active = None
+
+
+def user_stopped(exc_type: str) -> bool:
+    """A rank's error (its ``exc_type``, as outcome.capture_exception names it) that came from the debugger:
+    the user quit, or there was no terminal. Running the test again (triage) would only stop there again."""
+    return exc_type.rsplit(".", 1)[-1] in ("BdbQuit", "NoTerminal")
+
+
+_HARNESS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _assert_helper(frame: Any) -> bool:
+    return bool(frame.f_globals.get("__unittest")) or frame.f_code.co_filename.startswith(_HARNESS_DIR)
 
 
 def quit_message() -> str:

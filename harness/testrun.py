@@ -15,7 +15,7 @@ import time
 import unittest
 from typing import Any, Callable
 
-from harness import report, triage, verdict
+from harness import debugging, report, triage, verdict
 from harness.config import Settings
 from harness.decorators import defined_at, gpus_needed, markers
 from harness.errors import RankAbort, UsageError
@@ -158,6 +158,7 @@ class TestRun:
             self.notes.altered_by(self.test_id, changes, then)
             altered = {"altered": tuple(changes), "then": then, "fail_altered": self.conf.env_changed == "fail"}
         elif (len(world.history) > 1 and self.conf.triage and not self.triage_settled
+              and not any(debugging.user_stopped(r.exc_type) for r in results)
               and verdict.judge(results, self.facts()).fails):
             results = self.triage(world, task, world.history[:-1], results)  # the tests these ranks ran before it
         worlds.done_with(world, self.conf)

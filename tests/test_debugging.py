@@ -1,0 +1,168 @@
+"""A rank you can debug: the real front ends on a pseudo-terminal, typed at as a person would (pexpect).
+
+Each run gets its own TMPDIR and token (tests._support): after it, no process of it may be alive and no
+harness directory left. The timeouts are generous: the machine running the suite may be loaded.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import unittest
+import uuid
+
+from tests._support import PYTEST_PLUGIN, REPO, TOKEN_VAR, base_env, fixture_line, run_fixture, wait_until_gone
+
+try:
+    import pexpect
+except ImportError:  # the test extra installs it
+    pexpect = None
+
+FX = "tests/fixtures/fx_debug.py"
+MOD = "tests.fixtures.fx_debug"
+#: seconds pexpect waits for what a person would see (a loaded CI machine starts ranks slowly)
+WAIT = 240
+PROMPT = r"\(Pdb rank {}\) "
+
+
+@unittest.skipIf(pexpect is None, "pexpect is not installed (pip install -e .[test])")
+class OnTerminal(unittest.TestCase):
+    """A run on a pseudo-terminal: ``self.term`` is what the person sees and types into."""
+
+    maxDiff = None
+
+    def start(self, args: list[str], runner: str = "harness", **env: str) -> None:
+        self.token = uuid.uuid4().hex
+        self.tmpdir = tempfile.mkdtemp(prefix="distharness-suite-")
+        full_env = base_env(**env)
+        full_env.update({TOKEN_VAR: self.token, "TMPDIR": self.tmpdir, "HARNESS_THREADS": "1"})
+        plugin = PYTEST_PLUGIN if runner == "pytest" else []
+        self.term = pexpect.spawn(sys.executable, ["-m", runner, *plugin, *args], cwd=REPO, env=full_env,
+                                  encoding="utf-8", codec_errors="replace", timeout=WAIT, dimensions=(50, 250))
+        self.addCleanup(self._end)
+
+    def _end(self) -> None:
+        if self.term.isalive():
+            self.term.kill(signal.SIGKILL)
+        self.term.close(force=True)
+        for pid in wait_until_gone(self.token, grace=1.0):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    def prompt(self, rank: int) -> None:
+        self.term.expect(PROMPT.format(rank))
+
+    def type(self, line: str, expect: str, rank: int) -> str:
+        """Type ``line`` at rank ``rank``'s prompt; what came back before the next prompt (``expect`` in it)."""
+        self.term.sendline(line)
+        self.prompt(rank)
+        seen = self.term.before
+        self.assertIn(expect, seen)
+        return seen
+
+    def finish(self) -> str:
+        """Everything printed to the end of the run; checks that nothing of the run is left."""
+        self.term.expect(pexpect.EOF)
+        rest = self.term.before
+        self.term.close()
+        self.assertEqual(wait_until_gone(self.token), {}, "processes of the run still alive after it ended")
+        self.assertEqual(sorted(n for n in os.listdir(self.tmpdir) if n.startswith("harness-")), [],
+                         "harness directories left in the run's TMPDIR")
+        return rest
+
+
+class TestBreakpointInARank(OnTerminal):
+    def test_p_reads_a_local_then_c_past_the_time_limit_and_the_test_passes(self):
+        self.start([FX, "-k", "test_breakpoint", "-k", "test_zz_after"], HARNESS_TIMEOUT="2")
+        self.term.expect(r"DebugTest\.test_breakpoint, rank 1: breakpoint\(\) at .*fx_debug\.py:"
+                         + str(fixture_line("fx_debug", "breakpoint()")))
+        self.prompt(1)
+        self.type("p secret", "41", 1)
+        self.type("l", "breakpoint()", 1)
+        time.sleep(4)  # twice HARNESS_TIMEOUT at the prompt: nothing stops the ranks
+        self.term.sendline("n")
+        self.term.expect("after the breakpoint on rank 1")  # what the rank prints while debugged: live
+        self.prompt(1)
+        self.term.sendline("c")
+        rest = self.finish()
+        self.assertRegex(rest, r"PASS\s+tests\.fixtures\.fx_debug\.DebugTest\.test_breakpoint")
+        self.assertIn("2 passed, 0 failed", rest)
+        self.assertEqual(self.term.exitstatus, 0, rest)
+
+    def test_q_fails_the_test_and_the_next_one_runs(self):
+        self.start([FX, "-k", "test_set_trace", "-k", "test_zz_after"])
+        self.prompt(0)
+        self.type("p secret", "set-trace-0", 0)
+        self.term.sendline("q")
+        rest = self.finish()
+        self.assertIn("quit in the debugger (q) on rank 0", rest)
+        self.assertRegex(rest, r"ERROR\s+tests\.fixtures\.fx_debug\.DebugTest\.test_set_trace")
+        self.assertRegex(rest, r"PASS\s+tests\.fixtures\.fx_debug\.DebugTest\.test_zz_after")
+        self.assertNotIn("fresh ranks", rest)  # a quit is the user's: never run again by triage
+
+    def test_torch_distributed_breakpoint_gets_the_prompt_on_the_rank_it_names(self):
+        self.start([FX, "-k", "test_torch_breakpoint"])
+        self.term.expect("rank 1: torch.distributed.breakpoint")
+        self.prompt(1)
+        self.type("up", "dist.breakpoint(rank=1)", 1)
+        self.type("p secret", "torch-1", 1)
+        self.term.sendline("c")
+        rest = self.finish()
+        self.assertIn("1 passed, 0 failed", rest)
+
+    def test_under_plain_unittest(self):
+        self.start([f"{MOD}.DebugTest.test_breakpoint", "-v"], runner="unittest")
+        self.prompt(1)
+        self.type("p secret", "41", 1)
+        self.term.sendline("c")
+        rest = self.finish()
+        self.assertIn("OK", rest)
+        self.assertEqual(self.term.exitstatus, 0, rest)
+
+    def test_spawned_fresh_ranks(self):
+        self.start([FX, "-k", "test_breakpoint"], HARNESS_TEMPLATE="0", HARNESS_REUSE="0")
+        self.prompt(1)
+        self.type("p secret", "41", 1)
+        self.term.sendline("c")
+        self.assertIn("1 passed, 0 failed", self.finish())
+
+
+class TestPostMortem(OnTerminal):
+    def test_pdb_opens_at_the_failing_frame_of_the_failing_rank_then_the_run_goes_on(self):
+        self.start([FX, "-k", "test_fails_on_rank_1", "-k", "test_zz_after", "--pdb"])
+        self.term.expect("rank 1: post-mortem of AssertionError")
+        self.prompt(1)
+        self.type("p failing_local", "14", 1)
+        self.term.sendline("c")
+        rest = self.finish()
+        self.assertRegex(rest, r"FAIL\s+tests\.fixtures\.fx_debug\.DebugTest\.test_fails_on_rank_1")
+        self.assertRegex(rest, r"PASS\s+tests\.fixtures\.fx_debug\.DebugTest\.test_zz_after")
+
+
+class TestWithoutATerminal(unittest.TestCase):
+    """CI, stdin redirected: a breakpoint fails its test at once, naming where; PYTHONBREAKPOINT=0 skips it."""
+
+    def test_a_breakpoint_fails_at_once_naming_its_place_the_rank_and_the_fix(self):
+        # HARNESS_TIMEOUT far above the run's own limit: waiting for it would fail this test
+        r = run_fixture([FX, "-k", "test_breakpoint", "-k", "test_torch_breakpoint", "-k", "test_zz_after"],
+                        base_env(HARNESS_TIMEOUT="3600", HARNESS_THREADS="1"), runner="harness", timeout=600)
+        line = fixture_line("fx_debug", "breakpoint()")
+        self.assertIn(f"breakpoint() at {os.path.join(REPO, FX)}:{line} on rank 1 of "
+                      f"{MOD}.DebugTest.test_breakpoint", r.output, r.describe())
+        self.assertIn("run the test from a terminal", r.output)
+        self.assertIn("PYTHONBREAKPOINT=0", r.output)
+        self.assertIn("torch.distributed.breakpoint() at", r.output)
+        self.assertIn("1 passed, 2 failed", r.output, r.describe())
+        self.assertEqual(r.leftover_processes, {})
+
+    def test_pythonbreakpoint_0_skips_it(self):
+        r = run_fixture([FX, "-k", "test_breakpoint"], base_env(PYTHONBREAKPOINT="0", HARNESS_THREADS="1"),
+                        runner="harness")
+        self.assertIn("1 passed, 0 failed", r.output, r.describe())
+
+
+if __name__ == "__main__":
+    unittest.main()
