@@ -36,7 +36,7 @@ from typing import Any
 from harness.errors import HarnessError
 
 __all__ = ["Relay", "relay_address", "in_session", "paused_seconds", "RankPdb", "NoTerminal", "install",
-           "uninstall", "post_mortem", "quit_message"]
+           "uninstall", "post_mortem", "quit_message", "started_on_terminal", "user_stopped"]
 
 #: what the rank's test error says when the user quit at the prompt (the BdbQuit pdb raises)
 QUIT_MESSAGE = "quit in the debugger"
@@ -180,24 +180,42 @@ def _read_line(conn: socket.socket) -> str:
 _RELAY: Relay | None = None
 
 
-def _has_terminal() -> bool:
-    """This process can hold a prompt: its stdin is a terminal and it is not CI."""
-    if os.environ.get("CI"):
-        return False
+#: pytest's capture replaces fd 0 with /dev/null for the whole session; its plugin (harness.pytest_plugin)
+#: says here, before that, whether the session was started from a terminal
+_STARTED_ON_TERMINAL = False
+
+
+def started_on_terminal(yes: bool) -> None:
+    """Called before a capturing front end (pytest) takes fd 0: whether the process was given a terminal.
+    Prompts then go through the controlling terminal (/dev/tty), past the capture."""
+    global _STARTED_ON_TERMINAL
+    _STARTED_ON_TERMINAL = yes
+
+
+def _isatty(fd: int) -> bool:
     try:
-        return os.isatty(0)
+        return os.isatty(fd)
     except OSError:
         return False
 
 
 def relay_address() -> str | None:
-    """The socket a rank that stops connects to (``protocol.Task.debug``); None: no terminal here."""
+    """The socket a rank that stops connects to (``protocol.Task.debug``); None: no terminal here (stdin is
+    not one, or CI is set), and a breakpoint fails its test at once."""
     global _RELAY
     if _RELAY is None:
-        if not _has_terminal():
+        if os.environ.get("CI"):
             return None
-        out_fd = 1 if os.isatty(1) else 2
-        _RELAY = Relay(0, out_fd)
+        if _isatty(0):
+            _RELAY = Relay(0, 1 if _isatty(1) else 2)
+        elif _STARTED_ON_TERMINAL:
+            try:
+                tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+            except OSError:
+                return None
+            _RELAY = Relay(tty, tty)
+        else:
+            return None
     return _RELAY.address
 
 

@@ -130,6 +130,33 @@ class TestBreakpointInARank(OnTerminal):
         self.assertIn("1 passed, 0 failed", self.finish())
 
 
+    def test_two_ranks_get_the_terminal_one_at_a_time_each_prompt_labelled(self):
+        self.start([FX, "-k", "test_both_ranks_stop"])
+        first = self.term.expect([PROMPT.format(0), PROMPT.format(1)])
+        self.type("p mine", f"mine-{first}", first)
+        self.term.sendline("c")
+        second = 1 - first
+        self.prompt(second)
+        self.type("p mine", f"mine-{second}", second)
+        self.term.sendline("c")
+        self.assertIn("1 passed, 0 failed", self.finish())
+
+    def test_under_pytest(self):
+        self.start([FX, "-k", "test_breakpoint or test_zz_after", "-p", "no:cacheprovider", "--color=no"], runner="pytest")
+        self.prompt(1)
+        self.type("p secret", "41", 1)
+        self.term.sendline("c")
+        self.assertIn("2 passed", self.finish())
+
+    def test_under_the_modules_own_main(self):
+        self.start(["DebugTest.test_breakpoint"], runner=MOD)
+        self.prompt(1)
+        self.type("p secret", "41", 1)
+        self.term.sendline("c")
+        rest = self.finish()
+        self.assertIn("OK", rest)
+
+
 class TestPostMortem(OnTerminal):
     def test_pdb_opens_at_the_failing_frame_of_the_failing_rank_then_the_run_goes_on(self):
         self.start([FX, "-k", "test_fails_on_rank_1", "-k", "test_zz_after", "--pdb"])
@@ -140,6 +167,17 @@ class TestPostMortem(OnTerminal):
         rest = self.finish()
         self.assertRegex(rest, r"FAIL\s+tests\.fixtures\.fx_debug\.DebugTest\.test_fails_on_rank_1")
         self.assertRegex(rest, r"PASS\s+tests\.fixtures\.fx_debug\.DebugTest\.test_zz_after")
+
+    def test_pytest_pdb_opens_the_ranks_post_mortem_first(self):
+        self.start([FX, "-k", "test_fails_on_rank_1 or test_zz_after", "--pdb", "-p", "no:cacheprovider", "--color=no"],
+                   runner="pytest")
+        self.prompt(1)
+        self.type("p failing_local", "14", 1)
+        self.term.sendline("c")
+        self.term.expect(r"\(Pdb\) ")  # then pytest's own, in the parent, as --pdb does for any test
+        self.term.sendline("c")
+        rest = self.finish()
+        self.assertIn("1 failed, 1 passed", rest)
 
 
 class TestWithoutATerminal(unittest.TestCase):
