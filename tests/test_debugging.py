@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -200,6 +201,25 @@ class TestWithoutATerminal(unittest.TestCase):
         r = run_fixture([FX, "-k", "test_breakpoint"], base_env(PYTHONBREAKPOINT="0", HARNESS_THREADS="1"),
                         runner="harness")
         self.assertIn("1 passed, 0 failed", r.output, r.describe())
+
+
+class TestUnderTorchrun(unittest.TestCase):
+    """torchrun's ranks have no parent holding the terminal: a breakpoint fails its test at once, saying so."""
+
+    def test_a_breakpoint_fails_at_once_and_says_to_run_without_torchrun(self):
+        tmpdir = tempfile.mkdtemp(prefix="distharness-torchrun-")
+        self.addCleanup(shutil.rmtree, tmpdir, True)
+        env = base_env(TMPDIR=tmpdir, PYTHONPATH=REPO, OMP_NUM_THREADS="1", HARNESS_TIMEOUT="3600")
+        out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                              FX, "DebugTest.test_breakpoint", "DebugTest.test_zz_after"], cwd=REPO, env=env,
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+        text = out.stdout + out.stderr
+        self.assertIn(f"breakpoint() at {os.path.join(REPO, FX)}:{fixture_line('fx_debug', 'breakpoint()')} on rank 1",
+                      text)
+        self.assertIn("under torchrun there is no parent to hold a prompt", text)
+        self.assertIn("Ran 2 tests", text)
+        self.assertIn("FAILED (errors=1)", text)
+        self.assertEqual(sorted(n for n in os.listdir(tmpdir) if n.startswith("harness-")), [])
 
 
 if __name__ == "__main__":
