@@ -36,7 +36,7 @@ from typing import Any
 from harness.errors import HarnessError
 
 __all__ = ["Relay", "relay_address", "in_session", "paused_seconds", "RankPdb", "NoTerminal", "install",
-           "uninstall", "post_mortem", "quit_message", "started_on_terminal", "user_stopped"]
+           "uninstall", "post_mortem", "quit_message", "started_on_terminal", "user_stopped", "wait_for_ide"]
 
 #: what the rank's test error says when the user quit at the prompt (the BdbQuit pdb raises)
 QUIT_MESSAGE = "quit in the debugger"
@@ -444,6 +444,31 @@ def post_mortem(exc: BaseException) -> None:
     finally:
         debugger.hang_up()
         _Where.active = None
+
+
+# ---- an IDE's debugger (debugpy) ---------------------------------------------------------------------
+
+_LISTENING: int | None = None  # the port this rank process listens on for debugpy (once a process)
+
+
+def wait_for_ide(port: int, test_id: str, rank: int) -> None:
+    """HARNESS_DEBUGPY: listen for an IDE's debugger on ``port`` and wait until one attaches (once a rank
+    process; a reused rank keeps its debugger from test to test). The parent stops nothing meanwhile."""
+    global _LISTENING
+    if _LISTENING is not None:
+        return
+    try:
+        import debugpy
+    except ImportError:
+        raise HarnessError("HARNESS_DEBUGPY is set but debugpy is not installed: pip install distharness[debug] "
+                           "(or pip install debugpy), or unset HARNESS_DEBUGPY") from None
+    from harness.capture import write_to_real_stderr
+
+    debugpy.listen(("127.0.0.1", port))
+    _LISTENING = port
+    write_to_real_stderr(f"[harness] {test_id}, rank {rank}: waiting for a debugger on 127.0.0.1:{port} "
+                         "(VS Code: Python Debugger: Attach, that port)\n")
+    debugpy.wait_for_client()
 
 
 def user_stopped(exc_type: str) -> bool:

@@ -251,7 +251,8 @@ class RankPool(World):
         deadline, or the peer grace once one rank's trouble started it), then make every rank's result."""
         offsets = self._stack_offsets()
         self._send_all(task)
-        test = _InFlight(self.world_size, time.monotonic(), task.timeout, PeerGrace(peer_grace))
+        test = _InFlight(self.world_size, time.monotonic(), task.timeout, PeerGrace(peer_grace),
+                         unlimited=task.debugpy is not None)
         while test.pending:
             ready = self._wait_for_news(test)
             now = time.monotonic()
@@ -462,6 +463,7 @@ class _InFlight:
     failing: dict[int, RankResult] = dataclasses.field(default_factory=dict)  # a failure before its tearDown ran
     check_at: float | None = None  # when to look whether a returned rank left its peers waiting forever
     paused_before: float = 0.0  # harness.debugging.paused_seconds() when the test started
+    unlimited: bool = False  # HARNESS_DEBUGPY: an IDE's debugger may hold any rank at any time; nothing is stopped
 
     def __post_init__(self) -> None:
         self.pending = set(range(self.world_size))
@@ -471,7 +473,7 @@ class _InFlight:
     def limit(self) -> float:
         """When the ranks still running are stopped: the deadline or the grace's end, both moved by the time
         a rank spent at a debugger's prompt; while one is at a prompt, not before the next look."""
-        if debugging.in_session():
+        if debugging.in_session() or self.unlimited:
             return time.monotonic() + 1.0
         return self.grace.limit(self.deadline) + debugging.paused_seconds() - self.paused_before
 

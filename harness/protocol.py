@@ -51,6 +51,7 @@ class Task:
     #: run has no terminal, and a breakpoint fails the test at once
     debug: str | None = None
     post_mortem: bool = False  # --pdb / HARNESS_PDB: a post-mortem prompt in the first rank to fail
+    debugpy: int | None = None  # HARNESS_DEBUGPY: each rank waits for an IDE's debugger on this port + its rank
 
 
 # ---- from a rank --------------------------------------------------------------------------------

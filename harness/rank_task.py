@@ -241,6 +241,8 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
             collectives.begin_test()  # the collectives recorded from here on are the test's
             # before the state is recorded, so that isolation finds the hooks as it left them
             debug_hooks = debugging.install(task.test_id, ctx.rank, task.debug, task.post_mortem)
+            if task.debugpy is not None:
+                debugging.wait_for_ide(task.debugpy + ctx.rank, task.test_id, ctx.rank)
             snapshot = isolation.record() if task.isolate else None
             example = _bound_method(test, task, fn)
             if example is not None:

@@ -146,7 +146,8 @@ class TestRun:
                         seed=self.conf.seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
                         fresh_pg=world.pg_suspect, isolate=self.conf.env_changed != "off",
                         world_size=self.world_size, timeout=self.timeout, test_id=self.test_id,
-                        debug=world.debug_address(), post_mortem=self.conf.pdb)
+                        debug=world.debug_address(), post_mortem=self.conf.pdb,
+                        debugpy=self.conf.debugpy)
             results = world.run(task, self.conf.peer_grace)
         # Every rank sees the same results, so under torchrun every rank rebuilds the group alike.
         world.pg_suspect = any(r.is_bad for r in results)

@@ -5,9 +5,13 @@ harness directory left. The timeouts are generous: the machine running the suite
 """
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -15,7 +19,8 @@ import time
 import unittest
 import uuid
 
-from tests._support import PYTEST_PLUGIN, REPO, TOKEN_VAR, base_env, fixture_line, run_fixture, wait_until_gone
+from tests._support import (PYTEST_PLUGIN, REPO, TOKEN_VAR, base_env, finish_fixture, fixture_line, run_fixture,
+                            start_fixture, wait_until_gone)
 
 try:
     import pexpect
@@ -201,6 +206,55 @@ class TestWithoutATerminal(unittest.TestCase):
         r = run_fixture([FX, "-k", "test_breakpoint"], base_env(PYTHONBREAKPOINT="0", HARNESS_THREADS="1"),
                         runner="harness")
         self.assertIn("1 passed, 0 failed", r.output, r.describe())
+
+
+def _dap_attach(port: int) -> socket.socket:
+    """Attach to a rank as an IDE does (the Debug Adapter Protocol): initialize, attach, configurationDone."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+    pending = b""
+    for number, (command, arguments) in enumerate([("initialize", {"adapterID": "debugpy"}),
+                                                   ("attach", {"justMyCode": False}), ("configurationDone", {})], 1):
+        body = json.dumps({"seq": number, "type": "request", "command": command, "arguments": arguments}).encode()
+        conn.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        while True:  # until the answer this step waits for: the response, or (attach) the initialized event
+            while b"\r\n\r\n" not in pending:
+                pending += conn.recv(65536)
+            head, _, pending = pending.partition(b"\r\n\r\n")
+            size = int(head.split(b":")[1])
+            while len(pending) < size:
+                pending += conn.recv(65536)
+            message, pending = json.loads(pending[:size]), pending[size:]
+            if (message.get("event") == "initialized" if command == "attach"
+                    else message.get("command") == command and message.get("type") == "response"):
+                break
+    return conn
+
+
+@unittest.skipIf(importlib.util.find_spec("debugpy") is None, "debugpy is not installed (pip install -e .[debug])")
+class TestIdeDebugger(unittest.TestCase):
+    def test_each_rank_waits_for_a_debugger_past_the_time_limit_then_the_test_runs(self):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        started = time.monotonic()
+        proc, token, tmpdir = start_fixture([FX, "-k", "test_ide", "-k", "test_zz_after"],
+                                            base_env(HARNESS_DEBUGPY=str(port), HARNESS_TIMEOUT="1",
+                                                     HARNESS_THREADS="1"), runner="harness")
+        ports, said = set(), []
+        for line in proc.stderr:
+            said.append(line)
+            found = re.search(r"rank \d: waiting for a debugger on 127\.0\.0\.1:(\d+)", line)
+            if found:
+                ports.add(int(found.group(1)))
+            if len(ports) == 2:
+                break
+        self.assertEqual(ports, {port, port + 1}, "".join(said))
+        time.sleep(2)  # twice HARNESS_TIMEOUT: nothing stops a rank that waits for its debugger
+        for conn in [_dap_attach(p) for p in sorted(ports)]:
+            conn.close()  # the IDE detaches: the ranks go on
+        r = finish_fixture(proc, token, tmpdir, started)
+        self.assertIn("2 passed, 0 failed", r.output, r.describe())
+        self.assertEqual(r.leftover_processes, {})
 
 
 class TestUnderTorchrun(unittest.TestCase):
