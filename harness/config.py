@@ -95,7 +95,7 @@ VARIABLES: dict[str, Variable] = {
     "HARNESS_DEBUGPY": Variable(
         "", "a port: each rank listens for an IDE's debugger (debugpy; VS Code's attach) on port + rank and waits for "
         "it before its first test; the time limits and the peer grace are off for the run (pip install "
-        "distharness[debug])", "debugpy", "int", minimum=1, unset="off"),
+        "distharness[debug])", "ide_port", "int", minimum=1, unset="off"),
 }
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -130,7 +130,7 @@ class Settings:
     triage: bool = True
     triage_budget: float = 300.0
     pdb: bool = False
-    debugpy: int | None = None  # HARNESS_DEBUGPY: the port rank 0 listens on for a debugger; None: off
+    ide_port: int | None = None  # HARNESS_DEBUGPY: the port rank 0 listens on for a debugger; None: off
 
     def timeout_for(self, class_timeout: Any, test_id: str = "") -> float:
         """The environment wins over the class so that a run can raise or lower every limit at once.

@@ -147,7 +147,7 @@ class TestRun:
                         fresh_pg=world.pg_suspect, isolate=self.conf.env_changed != "off",
                         world_size=self.world_size, timeout=self.timeout, test_id=self.test_id,
                         debug=world.debug_address(), post_mortem=self.conf.pdb,
-                        debugpy=self.conf.debugpy)
+                        debugpy=self.conf.ide_port)
             results = world.run(task, self.conf.peer_grace)
         # Every rank sees the same results, so under torchrun every rank rebuilds the group alike.
         world.pg_suspect = any(r.is_bad for r in results)
