@@ -386,6 +386,9 @@ def _torch_pdb() -> RankPdb:
     return _debugger("torch.distributed.breakpoint()", sys._getframe(2))
 
 
+_TORCH_MAKERS = ("_make_distributed_pdb", "_DistributedPdb")
+
+
 class Installed:
     """What :func:`install` replaced, for :func:`uninstall` to put back."""
 
@@ -403,10 +406,13 @@ def install(test_id: str, rank: int, address: str | None, post_mortem_on: bool =
     sys.breakpointhook = _breakpointhook
     pdb.set_trace = _pdb_set_trace
     dist = sys.modules.get("torch.distributed")
-    if dist is not None and hasattr(dist, "_make_distributed_pdb"):
-        # torch.distributed.breakpoint looks this up when it is called: its own source is left as it is
-        saved.torch_maker = dist._make_distributed_pdb
-        dist._make_distributed_pdb = _torch_pdb
+    # torch.distributed.breakpoint looks its debugger's maker up when it is called (its source is left as it
+    # is): _make_distributed_pdb in recent torch, the module-level _DistributedPdb class in older ones
+    for name in _TORCH_MAKERS:
+        if dist is not None and hasattr(dist, name):
+            saved.torch_maker = (name, getattr(dist, name))
+            setattr(dist, name, _torch_pdb)
+            break
     return saved
 
 
@@ -420,7 +426,7 @@ def uninstall(saved: Installed) -> None:
     pdb.set_trace = saved.set_trace
     dist = sys.modules.get("torch.distributed")
     if saved.torch_maker is not None and dist is not None:
-        dist._make_distributed_pdb = saved.torch_maker
+        setattr(dist, *saved.torch_maker)
 
 
 def post_mortem(exc: BaseException) -> None:

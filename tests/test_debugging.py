@@ -154,6 +154,13 @@ class TestBreakpointInARank(OnTerminal):
         self.term.sendline("c")
         self.assertIn("2 passed", self.finish())
 
+    def test_under_run_tests_py(self):
+        self.start([FX, "-k", "test_set_trace"], runner="run_tests")
+        self.prompt(0)
+        self.type("p secret", "set-trace-0", 0)
+        self.term.sendline("c")
+        self.assertIn("1 passed, 0 failed", self.finish())
+
     def test_under_the_modules_own_main(self):
         self.start(["DebugTest.test_breakpoint"], runner=MOD)
         self.prompt(1)
