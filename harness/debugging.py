@@ -36,7 +36,8 @@ from typing import Any
 from harness.errors import HarnessError
 
 __all__ = ["Relay", "relay_address", "in_session", "paused_seconds", "RankPdb", "NoTerminal", "install",
-           "uninstall", "post_mortem", "quit_message", "started_on_terminal", "user_stopped", "wait_for_ide"]
+           "uninstall", "post_mortem", "quit_message", "started_on_terminal", "user_stopped", "wait_for_ide",
+           "was_debugged"]
 
 #: what the rank's test error says when the user quit at the prompt (the BdbQuit pdb raises)
 QUIT_MESSAGE = "quit in the debugger"
@@ -67,6 +68,7 @@ class Relay:
         self._paused = 0.0  # seconds spent at prompts so far (sessions that ended)
         self._since: float | None = None  # when the session now open began
         self._post_mortem_for: str | None = None  # the test whose post-mortem was given (one a test: its root cause)
+        self.debugged: set[str] = set()  # the tests a rank of which was at a prompt
         threading.Thread(target=self._serve, daemon=True, name="harness-debug-relay").start()
         atexit.register(self.close)
 
@@ -118,6 +120,7 @@ class Relay:
             self._post_mortem_for = info["test"]
         with self._lock:
             self._since = time.monotonic()
+        self.debugged.add(info["test"])
         _flush_std()
         self._write(f"\n[harness] {info['test']}, rank {info['rank']}: {info['what']} at {info['where']}; the "
                     "other ranks wait and the time limits are suspended (c: go on, q: fail the test)\n")
@@ -222,6 +225,12 @@ def relay_address() -> str | None:
 def in_session() -> bool:
     """A rank of this process is at a prompt now: nothing may stop it (harness.pool)."""
     return _RELAY is not None and _RELAY.open
+
+
+def was_debugged(test_id: str) -> bool:
+    """A rank of ``test_id`` was at a prompt in this process: its failure is not run again by triage, where
+    the same breakpoints would stop it a second time."""
+    return _RELAY is not None and test_id in _RELAY.debugged
 
 
 def paused_seconds() -> float:

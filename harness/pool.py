@@ -365,7 +365,8 @@ class RankPool(World):
         elapsed = time.monotonic() - test.started
         trouble = test.grace.trouble
         for r in sorted(test.pending):
-            if trouble is not None and time.monotonic() < test.deadline + debugging.paused_seconds() - test.paused_before:
+            paused = debugging.paused_seconds() - test.paused_before  # at a debugger's prompt: not the test's time
+            if trouble is not None and time.monotonic() < test.deadline + paused:
                 if r in test.meeting:
                     message = test.grace.stopped_at_meeting()
                 else:

@@ -160,6 +160,7 @@ class TestRun:
             altered = {"altered": tuple(changes), "then": then, "fail_altered": self.conf.env_changed == "fail"}
         elif (len(world.history) > 1 and self.conf.triage and not self.triage_settled
               and not any(debugging.user_stopped(r.exc_type) for r in results)
+              and not debugging.was_debugged(self.test_id)
               and verdict.judge(results, self.facts()).fails):
             results = self.triage(world, task, world.history[:-1], results)  # the tests these ranks ran before it
         worlds.done_with(world, self.conf)

@@ -109,6 +109,19 @@ class TestBreakpointInARank(OnTerminal):
         self.assertRegex(rest, r"PASS\s+tests\.fixtures\.fx_debug\.DebugTest\.test_zz_after")
         self.assertNotIn("fresh ranks", rest)  # a quit is the user's: never run again by triage
 
+    def test_a_test_that_stopped_then_failed_is_not_run_again_in_fresh_ranks(self):
+        # after another test, in reused ranks: triage would run a plain failure again in fresh ranks, where
+        # the same breakpoint would stop a second time
+        self.start([FX, "-k", "test_set_trace", "-k", "test_stops_then_fails"])
+        self.prompt(0)
+        self.term.sendline("c")
+        self.prompt(0)
+        self.term.sendline("c")
+        self.assertEqual(self.term.expect([PROMPT.format(0), pexpect.EOF]), 1, "a second prompt for the same test")
+        rest = self.term.before
+        self.assertRegex(rest, r"FAIL\s+tests\.fixtures\.fx_debug\.DebugTest\.test_stops_then_fails")
+        self.assertNotIn("fresh ranks", rest)
+
     def test_torch_distributed_breakpoint_gets_the_prompt_on_the_rank_it_names(self):
         self.start([FX, "-k", "test_torch_breakpoint"])
         self.term.expect("rank 1: torch.distributed.breakpoint")
