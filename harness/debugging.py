@@ -50,6 +50,10 @@ class NoTerminal(HarnessError):
 # ---- the parent: the terminal's only reader and writer --------------------------------------------
 
 
+#: the longest directory a relay's socket may be in (sun_path holds 108 bytes on Linux, 104 on macOS)
+_SOCKET_PATH_ROOM = 90
+
+
 class Relay:
     """The parent's side: a Unix socket the ranks of this process's runs connect to when they stop.
 
@@ -60,6 +64,9 @@ class Relay:
     def __init__(self, in_fd: int = 0, out_fd: int = 1) -> None:
         self.in_fd, self.out_fd = in_fd, out_fd
         self.dir = tempfile.mkdtemp(prefix="harness-debug-")
+        if len(self.dir) > _SOCKET_PATH_ROOM:  # a long TMPDIR: a Unix socket's path has about 100 bytes
+            os.rmdir(self.dir)
+            self.dir = tempfile.mkdtemp(prefix="harness-debug-", dir="/tmp")
         self.address = os.path.join(self.dir, "relay")
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.address)
