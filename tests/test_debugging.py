@@ -252,14 +252,15 @@ def _dap_attach(port: int) -> socket.socket:
 
 @unittest.skipIf(importlib.util.find_spec("debugpy") is None, "debugpy is not installed (pip install -e .[debug])")
 class TestIdeDebugger(unittest.TestCase):
-    def test_each_rank_waits_for_a_debugger_past_the_time_limit_then_the_test_runs(self):
+    def attach_each_rank(self, args: list[str], runner: str, **env: str) -> str:
+        """Run ``args`` with HARNESS_DEBUGPY, wait past the time limit, attach to each rank as an IDE does; the
+        run's output, once it ended with nothing left running."""
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         started = time.monotonic()
-        proc, token, tmpdir = start_fixture([FX, "-k", "test_ide", "-k", "test_zz_after"],
-                                            base_env(HARNESS_DEBUGPY=str(port), HARNESS_TIMEOUT="1",
-                                                     HARNESS_THREADS="1"), runner="harness")
+        proc, token, tmpdir = start_fixture(args, base_env(HARNESS_DEBUGPY=str(port), HARNESS_TIMEOUT="1",
+                                                           HARNESS_THREADS="1", **env), runner=runner)
         ports, said = set(), []
         for line in proc.stderr:
             said.append(line)
@@ -273,8 +274,19 @@ class TestIdeDebugger(unittest.TestCase):
         for conn in [_dap_attach(p) for p in sorted(ports)]:
             conn.close()  # the IDE detaches: the ranks go on
         r = finish_fixture(proc, token, tmpdir, started)
-        self.assertIn("2 passed, 0 failed", r.output, r.describe())
         self.assertEqual(r.leftover_processes, {})
+        return r.output
+
+    def test_each_rank_waits_for_a_debugger_past_the_time_limit_then_the_test_runs(self):
+        out = self.attach_each_rank([FX, "-k", "test_ide", "-k", "test_zz_after"], "harness")
+        self.assertIn("2 passed, 0 failed", out)
+
+    def test_under_torchrun(self):
+        out = self.attach_each_rank(["--standalone", "--nproc-per-node", "2", FX, "DebugTest.test_ide",
+                                     "DebugTest.test_zz_after"], "torch.distributed.run", PYTHONPATH=REPO,
+                                    OMP_NUM_THREADS="1")
+        self.assertIn("Ran 2 tests", out)
+        self.assertIn("\nOK", out)
 
 
 class TestUnderTorchrun(unittest.TestCase):
