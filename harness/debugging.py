@@ -16,7 +16,14 @@ Two halves, one socket between them:
 Whether there is a terminal is decided once, in the parent (:func:`relay_address`), and goes to the ranks
 as data (``protocol.Task.debug``): with none (CI, stdin redirected, a ``-j`` worker) a breakpoint fails its
 test at once with its file and line, never waiting for the timeout. ``PYTHONBREAKPOINT=0`` skips
-``breakpoint()`` as Python does.
+``breakpoint()`` as Python does. For an IDE, ``HARNESS_DEBUGPY`` makes each rank wait for debugpy
+(:func:`wait_for_ide`).
+
+Example (what the rank does around each test, harness.rank_task)::
+
+    saved = install(task.test_id, rank, task.debug, task.post_mortem)
+    ...  # the test: breakpoint() here opens the prompt, or raises NoTerminal when task.debug is None
+    uninstall(saved)
 """
 from __future__ import annotations
 
