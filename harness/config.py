@@ -89,6 +89,13 @@ VARIABLES: dict[str, Variable] = {
         "(a replaced torch function, a thread, a child process) gets fresh ranks after it and is named at the end "
         "of the run (warn), or also fails (fail); off: nothing is recorded or restored",
         "env_changed", "choice", choices=ENV_CHANGED_CHOICES),
+    "HARNESS_PDB": Variable(
+        "0", "1: when a test fails in a rank, a post-mortem (Pdb) prompt opens in the first rank to fail, at the "
+        "frame that raised, before the ranks go on (needs a terminal; the runner's --pdb)", "pdb", "flag"),
+    "HARNESS_DEBUGPY": Variable(
+        "", "a port: each rank listens for an IDE's debugger (debugpy; VS Code's attach) on port + rank and waits for "
+        "it before its first test; the time limits and the peer grace are off for the run (pip install "
+        "distharness[debug])", "ide_port", "int", minimum=1, unset="off"),
 }
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -122,6 +129,8 @@ class Settings:
     template: bool = True
     triage: bool = True
     triage_budget: float = 300.0
+    pdb: bool = False
+    ide_port: int | None = None  # HARNESS_DEBUGPY: the port rank 0 listens on for a debugger; None: off
 
     def timeout_for(self, class_timeout: Any, test_id: str = "") -> float:
         """The environment wins over the class so that a run can raise or lower every limit at once.

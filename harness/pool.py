@@ -22,7 +22,7 @@ import time
 import weakref
 from typing import Any, Iterator
 
-from harness import collectives, template
+from harness import collectives, debugging, template
 from harness.config import Settings
 from harness.errors import HarnessError
 from harness.capture import read_bounded
@@ -227,6 +227,9 @@ class RankPool(World):
                 shutil.rmtree(made, ignore_errors=True)
             shutil.rmtree(scratch, ignore_errors=True)
 
+    def debug_address(self) -> str | None:
+        return debugging.relay_address()  # this process owns the terminal, if there is one
+
     def left_altered(self, results: list[RankResult]) -> str:
         self.close()  # Pools makes a new pool for the next test
         return "ranks restarted"
@@ -248,12 +251,13 @@ class RankPool(World):
         deadline, or the peer grace once one rank's trouble started it), then make every rank's result."""
         offsets = self._stack_offsets()
         self._send_all(task)
-        test = _InFlight(self.world_size, time.monotonic(), task.timeout, PeerGrace(peer_grace))
+        test = _InFlight(self.world_size, time.monotonic(), task.timeout, PeerGrace(peer_grace),
+                         unlimited=task.debugpy is not None)
         while test.pending:
             ready = self._wait_for_news(test)
             now = time.monotonic()
             if not ready:
-                if now >= test.grace.limit(test.deadline):
+                if now >= test.limit():
                     break
                 self._look_for_stuck_peers(test, now)
                 continue
@@ -274,7 +278,7 @@ class RankPool(World):
     def _wait_for_news(self, test: _InFlight) -> list[int]:
         """The ranks still in the test that said something or died, in the time left before the grace or the
         deadline ends (or the next look at stuck peers); [] when that time passed first."""
-        limit = test.grace.limit(test.deadline)
+        limit = test.limit()
         wake = limit if test.check_at is None or test.grace.running else min(limit, test.check_at)
         waitables = {}
         for r in test.pending:
@@ -286,8 +290,8 @@ class RankPool(World):
     def _look_for_stuck_peers(self, test: _InFlight, now: float) -> None:
         """A rank's test ended while its peers' goes on: a peer that waits in a collective or a group's
         creation that the returned rank can never join waits forever: the grace starts now."""
-        if test.check_at is None or test.grace.running or now < test.check_at:
-            return
+        if test.check_at is None or test.grace.running or now < test.check_at or debugging.in_session():
+            return  # (the peers of a rank at a prompt wait for it: that is no hang)
         found = self._never_ending(test.results, test.pending)
         test.check_at = time.monotonic() + RECHECK
         if found:
@@ -361,7 +365,8 @@ class RankPool(World):
         elapsed = time.monotonic() - test.started
         trouble = test.grace.trouble
         for r in sorted(test.pending):
-            if trouble is not None and time.monotonic() < test.deadline:
+            paused = debugging.paused_seconds() - test.paused_before  # at a debugger's prompt: not the test's time
+            if trouble is not None and time.monotonic() < test.deadline + paused:
                 if r in test.meeting:
                     message = test.grace.stopped_at_meeting()
                 else:
@@ -458,10 +463,20 @@ class _InFlight:
     reported: dict[int, list[SubtestOutcome]] = dataclasses.field(default_factory=dict)  # what it said at meetings
     failing: dict[int, RankResult] = dataclasses.field(default_factory=dict)  # a failure before its tearDown ran
     check_at: float | None = None  # when to look whether a returned rank left its peers waiting forever
+    paused_before: float = 0.0  # harness.debugging.paused_seconds() when the test started
+    unlimited: bool = False  # HARNESS_DEBUGPY: an IDE's debugger may hold any rank at any time; nothing is stopped
 
     def __post_init__(self) -> None:
         self.pending = set(range(self.world_size))
         self.reported = {r: [] for r in range(self.world_size)}
+        self.paused_before = debugging.paused_seconds()
+
+    def limit(self) -> float:
+        """When the ranks still running are stopped: the deadline or the grace's end, both moved by the time
+        a rank spent at a debugger's prompt; while one is at a prompt, not before the next look."""
+        if debugging.in_session() or self.unlimited:
+            return time.monotonic() + 1.0
+        return self.grace.limit(self.deadline) + debugging.paused_seconds() - self.paused_before
 
     @property
     def deadline(self) -> float:

@@ -47,6 +47,11 @@ class Task:
     world_size: int = 0  # the parent's world size for this test; the ranks' self.world_size says it (0: unset)
     timeout: float = 0.0  # the test's time limit in seconds; the process group's own timeout stays above it
     test_id: str = ""  # the test as reports name it (module as the user named it: __main__ -> the file's stem)
+    #: the parent's debugger relay (harness.debugging): where a rank that stops opens its prompt; None: the
+    #: run has no terminal, and a breakpoint fails the test at once
+    debug: str | None = None
+    post_mortem: bool = False  # --pdb / HARNESS_PDB: a post-mortem prompt in the first rank to fail
+    debugpy: int | None = None  # HARNESS_DEBUGPY: each rank waits for an IDE's debugger on this port + its rank
 
 
 # ---- from a rank --------------------------------------------------------------------------------

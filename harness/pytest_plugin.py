@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import unittest
 from typing import Any, Generator
 
 import pytest
 
+from harness import debugging
+from harness.config import settings
 from harness.errors import RankError, RankFailure
 from harness.notes import short_id
 from harness.run import Run
@@ -35,11 +38,20 @@ _UPSTREAM = pytest.StashKey[Any]()
 
 
 def _run(config: pytest.Config) -> Run:
-    """The pytest session's run (harness.run): made at configure, closed at unconfigure."""
+    """The pytest session's run (harness.run): made at configure, closed at unconfigure. pytest's ``--pdb``
+    is the harness's too: a post-mortem prompt in the first rank to fail (harness.debugging)."""
     run = config.stash.get(_RUN, None)
     if run is None:
-        run = config.stash[_RUN] = Run()
+        run = config.stash[_RUN] = Run(settings(pdb=True) if config.getoption("usepdb", False) else None)
     return run
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: Any, args: Any) -> Generator[None, None, None]:
+    # Outside pytest's capture (which takes fd 0 from here on): a breakpoint in a rank gets a prompt on the
+    # terminal the session was started from, written past the capture (harness.debugging).
+    debugging.started_on_terminal(os.isatty(0))
+    yield
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -7,6 +7,7 @@ back (harness.isolation), and its GPU checked after it (harness.cuda_state).
 """
 from __future__ import annotations
 
+import bdb
 import dataclasses
 import functools
 import importlib
@@ -17,7 +18,7 @@ import time
 import unittest
 from typing import Any
 
-from harness import collectives, cuda_state, isolation, subtests
+from harness import collectives, cuda_state, debugging, isolation, subtests
 from harness.capture import Capture
 from harness.comms import forget_destroyed_groups
 from harness.config import Settings
@@ -111,6 +112,7 @@ class _RankResultCollector(unittest.TestResult):
 
     def __init__(self, recorder: subtests.SubtestRecorder, rank: int = 0, notice: Any = None):
         super().__init__()
+        self.post_mortem = False  # --pdb: the first failure opens a post-mortem prompt (harness.debugging)
         self.problems: list[tuple[str, BaseException]] = []
         self.skip_reason: str | None = None
         self.recorder = recorder
@@ -120,6 +122,9 @@ class _RankResultCollector(unittest.TestResult):
     def _problem(self, err: Any) -> None:
         exc = err[1] if err[1] is not None else err[0]()
         self.problems.append((FAILED if isinstance(exc, AssertionError) else ERROR, exc))
+        if self.post_mortem and len(self.problems) == 1 and not isinstance(exc, (bdb.BdbQuit, debugging.NoTerminal)):
+            # before the parent hears of it: the peers wait (no grace yet) while the user looks
+            debugging.post_mortem(exc)
 
     def _tell_parent(self) -> None:
         """The first failure of the test (setUp or the body), sent before tearDown and the cleanups run."""
@@ -212,6 +217,7 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
     result = RankResult(rank=ctx.rank, status=PASSED)
     keeper = ctx.keeper
     test: Any = None
+    debug_hooks = None
     with Capture(ctx.out_path, ctx.conf.output_limit) as cap:
         try:
             cls = _resolve(task)
@@ -233,16 +239,23 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
                     # A plain MultiProcessTestCase makes its own group (upstream style, file://self.file_name).
                     keeper.release()
             collectives.begin_test()  # the collectives recorded from here on are the test's
+            # before the state is recorded, so that isolation finds the hooks as it left them
+            debug_hooks = debugging.install(task.test_id, ctx.rank, task.debug, task.post_mortem)
+            if task.debugpy is not None:
+                debugging.wait_for_ide(task.debugpy + ctx.rank, task.test_id, ctx.rank)
             snapshot = isolation.record() if task.isolate else None
             example = _bound_method(test, task, fn)
             if example is not None:
                 setattr(test, task.method, example)
             collector = _RankResultCollector(recorder, ctx.rank, ctx.notice)
+            collector.post_mortem = task.post_mortem
             test.run(collector)
             if collector.problems:
                 status, exc = collector.problems[0]
                 result.status = status
                 result.exc_type, result.message, result.traceback = capture_exception(exc)
+                if isinstance(exc, bdb.BdbQuit):
+                    result.message = debugging.quit_message()
                 for _, more in collector.problems[1:]:
                     result.traceback = (result.traceback.rstrip() + "\n\nAnd, in tearDown or a cleanup of the "
                                         "same test:\n\n" + capture_exception(more)[2])
@@ -264,6 +277,8 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
             result.subtests = recorder.outcomes
             if snapshot is not None:
                 result.altered = isolation.restore(snapshot)
+            if debug_hooks is not None:
+                debugging.uninstall(debug_hooks)
             if keeper is not None:
                 try:
                     _after_test(keeper, result)

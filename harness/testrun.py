@@ -15,7 +15,7 @@ import time
 import unittest
 from typing import Any, Callable
 
-from harness import capture, collectives, report, triage, verdict
+from harness import capture, collectives, debugging, report, triage, verdict
 from harness.config import Settings
 from harness.decorators import defined_at, gpus_needed, markers
 from harness.errors import RankAbort, UsageError
@@ -146,7 +146,9 @@ class TestRun:
                         qualname=type(self.test).__qualname__, method=self.test._testMethodName,
                         seed=self.conf.seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
                         fresh_pg=world.pg_suspect, isolate=self.conf.env_changed != "off",
-                        world_size=self.world_size, timeout=self.timeout, test_id=self.test_id)
+                        world_size=self.world_size, timeout=self.timeout, test_id=self.test_id,
+                        debug=world.debug_address(), post_mortem=self.conf.pdb,
+                        debugpy=self.conf.ide_port)
             results = world.run(task, self.conf.peer_grace)
         # Every rank sees the same results, so under torchrun every rank rebuilds the group alike.
         world.pg_suspect = any(r.is_bad for r in results)
@@ -158,6 +160,8 @@ class TestRun:
             self.notes.altered_by(self.test_id, changes, then)
             altered = {"altered": tuple(changes), "then": then, "fail_altered": self.conf.env_changed == "fail"}
         elif (len(world.history) > 1 and self.conf.triage and not self.triage_settled
+              and not any(debugging.user_stopped(r.exc_type) for r in results)
+              and not debugging.was_debugged(self.test_id)
               and verdict.judge(results, self.facts()).fails):
             results = self.triage(world, task, world.history[:-1], results)  # the tests these ranks ran before it
         worlds.done_with(world, self.conf)

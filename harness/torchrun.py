@@ -56,6 +56,10 @@ _ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 _WENT = {"failed": "failed", "error": "raised", "skipped": "was skipped"}  # a combination's status, in words
 
 
+#: seconds that stand for "no limit" under HARNESS_DEBUGPY (a week: time.monotonic() arithmetic stays finite)
+_NO_LIMIT = 7 * 24 * 3600.0
+
+
 def launched() -> bool:
     """True in a process that torchrun (or another env:// launcher) started as one rank."""
     return all(k in os.environ for k in _ENV) and ("MASTER_ADDR" in os.environ or "TORCHELASTIC_RUN_ID" in os.environ)
@@ -271,6 +275,8 @@ class LaunchedJob(World, Worlds):
 
     def run(self, task: Task, peer_grace: float) -> list[RankResult]:
         timeout = task.timeout
+        if task.debugpy is not None:  # an IDE's debugger may hold a rank at any time (harness.debugging)
+            timeout, peer_grace = _NO_LIMIT, _NO_LIMIT
         keys = self.steps.next()
         grace = PeerGrace(peer_grace)
         test_id = task.test_id or f"{task.module}.{task.qualname}.{task.method}"

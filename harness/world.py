@@ -49,6 +49,11 @@ class World(abc.ABC):
         test's time limit, ``task.timeout``, or runs ``peer_grace`` seconds after a peer failed, is stopped
         and reported)."""
 
+    def debug_address(self) -> str | None:
+        """Where a rank that stops at a breakpoint opens its prompt (harness.debugging); None: nowhere, the
+        test fails at once (torchrun's ranks have no parent to relay a terminal)."""
+        return None
+
     def same_example(self, kwargs: dict[str, Any], test_id: str) -> dict[str, Any]:
         """A hypothesis example as every rank runs it (where every rank draws its own: checked the same)."""
         return kwargs

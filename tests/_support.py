@@ -189,8 +189,9 @@ def start_fixture(args: list[str], env: dict[str, str] | None = None, runner: st
     full_env[TOKEN_VAR] = token
     full_env["TMPDIR"] = tmpdir
     cmd = [sys.executable, "-m", runner, *(PYTEST_PLUGIN if runner == "pytest" else []), *args]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    # stdin from /dev/null, as in CI: a run started from a terminal must not find one here
+    proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     return proc, token, tmpdir
 
 

@@ -128,6 +128,9 @@ def build_parser(defaults: Defaults = Defaults()) -> argparse.ArgumentParser:
                      help="as HARNESS_TRIAGE=0: a failure in reused ranks is not run again in fresh ranks (by default "
                           "it is: alone, then after the tests those ranks ran before it, to tell the test's own failure "
                           "from one an earlier test caused, which is named, or a flaky one)")
+    how.add_argument("--pdb", action="store_true",
+                     help="when a test fails in a rank, open a post-mortem (Pdb) prompt in the first rank to fail, "
+                     "at the frame that raised (from a terminal; HARNESS_PDB=1)")
     how.add_argument("--no-buffer", "-s", dest="buffer", action="store_false",
                      help="show what tests and ranks print as it comes, instead of only with failures")
 
@@ -181,8 +184,9 @@ def parse(args: argparse.Namespace, defaults: Defaults = Defaults()) -> Options:
                    shard=tuple(args.shard) if args.shard else None, times_file=times_file,
                    update_times=args.update_times, list_only=args.list_only, device=args.device,
                    timeout=args.timeout, hypothesis_profile=args.hypothesis_profile, failfast=args.failfast,
-                   shuffle_seed=seed, fail_env_changed=args.fail_env_changed, triage=args.triage, buffer=args.buffer,
-                   verbose=args.verbose, junit_xml=args.junit_xml, html=args.html, slowest=args.slowest, jobs=args.jobs,
+                   shuffle_seed=seed, fail_env_changed=args.fail_env_changed, triage=args.triage, pdb=args.pdb,
+                   buffer=args.buffer, verbose=args.verbose, junit_xml=args.junit_xml, html=args.html,
+                   slowest=args.slowest, jobs=args.jobs,
                    job_of=tuple(args.job_of) if args.job_of else None)
 
 

@@ -118,7 +118,9 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
             with open(ids_file, "w") as f:
                 f.write("".join(i + "\n" for i in part))
             proc = subprocess.Popen(worker_argv(options, profile, ids_file, report_file), cwd=str(options.root),
-                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    env=env, stdin=subprocess.DEVNULL,  # no worker owns the terminal: a
+                                    # breakpoint there fails its test at once (harness.debugging)
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     errors="replace")
             tail: list[str] = []
             procs.append((k, proc, report_file, part, tail))

@@ -40,6 +40,7 @@ class Options:
     shuffle_seed: int | None = None
     fail_env_changed: bool = False
     triage: bool = True  # False: --no-triage
+    pdb: bool = False  # --pdb: a post-mortem prompt in the first rank to fail (harness.debugging)
     buffer: bool = True
     verbose: bool = False
     junit_xml: str | None = None
@@ -79,6 +80,8 @@ def _apply(options: Options) -> Settings:
         values["env_changed"] = "fail"
     if not options.triage:
         values["triage"] = False
+    if options.pdb:
+        values["pdb"] = True
     if options.hypothesis_profile:
         hypothesis_support.check_profile(options.hypothesis_profile)  # the run takes it (harness.run.Run)
     return config.settings(**values)
