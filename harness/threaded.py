@@ -15,6 +15,7 @@ thread (the run goes on; the process ends at the run's end).
 from __future__ import annotations
 
 import functools
+import io
 import os
 import sys
 import threading
@@ -53,6 +54,29 @@ def _device_type(world_size: int, asked: str) -> str:
     return "cuda" if gpu_count() >= world_size else "cpu"
 
 
+class _ThreadOutput:
+    """Stands in for ``sys.stdout`` / ``sys.stderr`` while thread ranks run: what a thread rank prints is kept
+    as that rank's block (as a rank process's output is), what any other thread prints passes through."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.by_thread: dict[int, io.StringIO] = {}
+
+    def keep(self, buffer: io.StringIO) -> None:
+        self.by_thread[threading.get_ident()] = buffer
+
+    def write(self, text: str) -> int:
+        buffer = self.by_thread.get(threading.get_ident())
+        return buffer.write(text) if buffer is not None else self.real.write(text)
+
+    def flush(self) -> None:
+        if threading.get_ident() not in self.by_thread:
+            self.real.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
 class _Threads:
     """The thread ranks of one running test: started by ``spawn_threads``, joined by the test method."""
 
@@ -63,6 +87,17 @@ class _Threads:
         self.results = results
         self.exit_installed = exit_installed
         self.started = started
+        self.outputs: tuple[_ThreadOutput, _ThreadOutput] | None = None
+
+    def restore_output(self) -> None:
+        """``sys.stdout`` and ``sys.stderr`` as they were before the threads started."""
+        if self.outputs is not None:
+            out, err = self.outputs
+            if sys.stdout is out:
+                sys.stdout = out.real
+            if sys.stderr is err:
+                sys.stderr = err.real
+            self.outputs = None
 
 
 def spawn_threads(test: Any) -> None:
@@ -84,11 +119,15 @@ def spawn_threads(test: Any) -> None:
     name = test._testMethodName
     method = getattr(type(test), name)
     threads = []
+    outputs = (_ThreadOutput(sys.stdout), _ThreadOutput(sys.stderr))
     for rank in range(world_size):
         thread = threading.Thread(target=_thread_rank, name=f"{test.id()} [rank {rank}/{world_size}]",
-                                  args=(test, method, rank, world_size, store, world, results), daemon=True)
+                                  args=(test, method, rank, world_size, store, world, results, outputs),
+                                  daemon=True)
         threads.append(thread)
     test._harness_threads = _Threads(world, threads, results, installed, time.monotonic())
+    test._harness_threads.outputs = outputs
+    sys.stdout, sys.stderr = outputs
     for thread in threads:
         thread.start()
 
@@ -100,13 +139,16 @@ def _hash_store() -> Any:
 
 
 def _thread_rank(test: Any, method: Any, rank: int, world_size: int, store: Any, world: Any,
-                 results: dict[int, RankResult]) -> None:
+                 results: dict[int, RankResult], outputs: tuple[_ThreadOutput, _ThreadOutput]) -> None:
     """One thread rank: its own instance of the test, its default group, perThreadSetUp, the method, perThreadTearDown."""
     import torch.distributed as dist
 
     from harness import threaded_pg
 
     started = time.monotonic()
+    printed = io.StringIO()
+    for output in outputs:
+        output.keep(printed)
     threaded_pg.bind(rank)
     mine = type(test)(test._testMethodName)
     for attr in ("temp_dir", "file_name", "_harness_device_type", "_harness_threaded_run", "_harness_in_thread"):
@@ -128,6 +170,7 @@ def _thread_rank(test: Any, method: Any, rank: int, world_size: int, store: Any,
             world.abort(f"rank {rank} failed: {type(exc).__name__}")
     finally:
         threaded_pg.unbind()
+        result.output = printed.getvalue()
         result.duration = time.monotonic() - started
         result.arrived = time.monotonic()
         results[rank] = result
@@ -173,6 +216,7 @@ def join_threads(test: Any) -> None:
             for thread in threads.threads:  # its peers leave their collectives now
                 thread.join(2.0)
     finally:
+        threads.restore_output()
         threads.exit_installed.__exit__(None, None, None)
     results = [threads.results.get(rank, RankResult(rank, ERROR, "RuntimeError", "the thread left no result"))
                for rank in range(len(threads.threads))]
@@ -180,7 +224,7 @@ def join_threads(test: Any) -> None:
     placement = Placement(device_type, len(results), threads_reason(len(results), device_type))
     facts = verdict.Facts(_short_id(test), len(results), placement,
                           module_file=getattr(sys.modules.get(type(test).__module__), "__file__", None))
-    judged = verdict.judge(results, facts, show_output=False)
+    judged = verdict.judge(results, facts, show_output=run.settings.show_output)
     judged.lines[:] = [line.replace(f"on {placement.label}", f"on {THREADS} ({device_type})") for line in judged.lines]
     report.report(test, judged, run.notes)
 
@@ -254,6 +298,7 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
                 threads.world.abort("the test's setUp or the test method failed in the main thread")
                 for thread in threads.threads:
                     thread.join(threads.world.timeout)
+                threads.restore_output()
                 threads.exit_installed.__exit__(None, None, None)
             test.__class__ = cls_before
             if snapshot is not None:
