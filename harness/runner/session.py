@@ -103,6 +103,10 @@ def prepare(options: Options) -> Plan:
     discovered = collect(options.targets, options.folders, options.root)
     check_includes(discovered, options.include)
     tests = select(discovered, options.patterns, options.include, options.exclude)
+    if not any(_uses_ranks(t) for t in tests):
+        from harness import template
+
+        template.stop()  # warmed on speculation; tests that run in this process (threads, local) need none of it
     notes = []
     if options.shard is not None:
         index, count = options.shard
@@ -118,6 +122,13 @@ def prepare(options: Options) -> Plan:
         notes.append(f"shuffled with seed {options.shuffle_seed} (--shuffle {options.shuffle_seed} runs this order "
                      "again)")
     return Plan(options, tests, len(discovered), notes, conf, reporting=torchrun.launched_rank() == 0)
+
+
+def _uses_ranks(test: Any) -> bool:
+    """``test`` runs on the harness's rank processes (not a plain TestCase, nor a class that runs in this process)."""
+    from harness.case import MultiProcessTestCase
+
+    return isinstance(test, MultiProcessTestCase) and not getattr(type(test), "_harness_local", False)
 
 
 def execute(plan: Plan, out: TextIO | None = None) -> ExitCode:
