@@ -63,8 +63,8 @@ def write(directory: str, kind: str, world_size: int, tests: int) -> str:
     return path
 
 
-def run_once(kind: str, path: str) -> float:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+def run_once(kind: str, path: str, **extra: str) -> float:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, **extra)
     command = [sys.executable, path] if kind == "upstream" else [sys.executable, "-m", "harness", path]
     started = time.monotonic()
     done = subprocess.run(command, cwd=os.path.dirname(path), env=env, capture_output=True, text=True)
@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", type=int, default=20, help="tests in the file (default 20)")
     parser.add_argument("--world-sizes", default="1,2,4,8", help="comma-separated (default 1,2,4,8)")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each, alternating (default 2)")
+    parser.add_argument("--no-template-too", action="store_true",
+                        help="also run distharness with HARNESS_TEMPLATE=0 (what the speculative template start costs)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.world_sizes.split(",")]
     print(f"{args.tests} trivial FSDPTestMultiThread tests per file, {args.rounds} round(s), wall time of the "
@@ -88,13 +90,17 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-threaded-") as directory:
         for ws in sizes:
             paths = {kind: write(directory, kind, ws, args.tests) for kind in IMPORTS}
-            times: dict[str, list[float]] = {kind: [] for kind in IMPORTS}
+            times: dict[str, list[float]] = {kind: [] for kind in (*IMPORTS, "off")}
             for _ in range(args.rounds):
                 for kind in IMPORTS:
                     times[kind].append(run_once(kind, paths[kind]))
+                if args.no_template_too:
+                    times["off"].append(run_once("distharness", paths["distharness"], HARNESS_TEMPLATE="0"))
             up, ours = statistics.median(times["upstream"]), statistics.median(times["distharness"])
             worst = max(worst, ours / up)
-            print(f"{ws:>3} {up:>11.2f} {ours:>14.2f} {ours / up:>5.2f}x", flush=True)
+            off = (f"   no template {statistics.median(times['off']):.2f} s "
+                   f"({statistics.median(times['off']) / up:.2f}x)") if times["off"] else ""
+            print(f"{ws:>3} {up:>11.2f} {ours:>14.2f} {ours / up:>5.2f}x{off}", flush=True)
     print(f"worst ratio {worst:.2f}x (goal: at most 1.00x)")
     return 0
 

@@ -106,7 +106,7 @@ def prepare(options: Options) -> Plan:
     if not any(_uses_ranks(t) for t in tests):
         from harness import template
 
-        template.stop()  # warmed on speculation; tests that run in this process (threads, local) need none of it
+        template.stop(unused=True)  # warmed on speculation; tests that run in this process (threads, local) need none of it
     notes = []
     if options.shard is not None:
         index, count = options.shard
