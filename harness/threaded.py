@@ -179,7 +179,11 @@ def _thread_rank(test: Any, method: Any, rank: int, world_size: int, store: Any,
 def _result_of(rank: int, exc: BaseException) -> RankResult:
     if isinstance(exc, unittest.SkipTest):
         return RankResult(rank, SKIPPED, message=str(exc))
+    from harness.threaded_pg import CollectiveTimeout
+
     kind, message, text = capture_exception(exc)
+    if isinstance(exc, CollectiveTimeout):  # a hang in a collective, ordered as one (a rank stuck elsewhere first)
+        return RankResult(rank, TIMEOUT, kind, message, text, stack=text)
     return RankResult(rank, FAILED if isinstance(exc, AssertionError) else ERROR, kind, message, text)
 
 

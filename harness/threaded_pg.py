@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
-__all__ = ["BACKEND", "ThreadWorld", "CollectiveError", "installed", "current_collective"]
+__all__ = ["BACKEND", "ThreadWorld", "CollectiveError", "CollectiveTimeout", "installed", "current_collective"]
 
 #: the backend's name for ``init_process_group``
 BACKEND = "harness_threaded"
@@ -30,6 +30,10 @@ BACKEND = "harness_threaded"
 
 class CollectiveError(RuntimeError):
     """A collective of the thread ranks went wrong: a mismatch, a wait past the timeout, or a peer that failed."""
+
+
+class CollectiveTimeout(CollectiveError):
+    """A thread rank waited in a collective past the test's timeout: a hang, reported as one."""
 
 
 class ThreadWorld:
@@ -140,7 +144,7 @@ class _ThreadGroup(dist.ProcessGroup):
                     if left <= 0:
                         missing = sorted(set(range(self._harness_size)) - {r for r, d in enumerate(meeting.data)
                                                                             if d is not None})
-                        raise CollectiveError(f"rank {global_rank} timed out after {world.timeout:g} s in {name} "
+                        raise CollectiveTimeout(f"rank {global_rank} timed out after {world.timeout:g} s in {name} "
                                               f"(#{seq} on {self._harness_key}): group rank(s) {missing} never "
                                               "called it (set HARNESS_TIMEOUT to raise)")
                     world.lock.wait(min(left, 1.0))

@@ -1,5 +1,6 @@
 """Upstream's threaded classes, run as threads: ones that pass, and ones that fail each way a thread rank can fail."""
 import os
+import threading
 
 import torch
 import torch.distributed as dist
@@ -65,6 +66,15 @@ class TestCPerThreadSetUpRaises(_FourThreads):
 
     def test_never_runs_on_rank_3(self):
         dist.barrier()
+
+
+class TestEStuckOutsideCollectives(_FourThreads):
+    timeout = 3
+
+    def test_rank_1_never_returns(self):
+        if self.rank == 1:
+            threading.Event().wait(60)  # CX-STUCK-HERE: a thread cannot be killed; it is left behind
+        dist.all_reduce(torch.ones(1))
 
 
 class TestDDTensorOps(DTensorOpTestBase):

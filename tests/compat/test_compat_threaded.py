@@ -1,5 +1,5 @@
 """Upstream's threaded classes run their ranks as threads of the test's process, and a thread that fails, raises in
-perThreadSetUp, waits in a collective its peers never call, or calls another collective than they do, is reported
+perThreadSetUp, waits in a collective its peers never call, never returns, or calls another collective than they do, is reported
 as a failing rank is: tests/compat/cx_threaded.py under the runner and under run_tests()."""
 import unittest
 
@@ -14,7 +14,7 @@ class _Checks:
         self.assertNotEqual(self.r.returncode, 0, self.r.describe())
         for name in ("test_threads_share_module_state", "test_env_change_a", "test_env_change_b", "test_add"):
             self.assertNotRegex(self.r.output, rf"(FAIL|ERROR):? .*{name}\b")
-        self.assertRegex(self.r.output, r"4 (failed|errors?)|failures=1, errors=3|FAILED \(failures=1, errors=3\)")
+        self.assertRegex(self.r.output, r"5 failed|failures=1, errors=4")
 
     def test_threads_run_in_the_test_process_and_share_its_module(self):
         if self.FRONT_END != RUN_TESTS:
@@ -43,8 +43,14 @@ class _Checks:
         self.assertMatchesReport(r"in perThreadSetUp")
 
     def test_a_hang_in_a_collective_names_the_collective_and_the_missing_rank(self):
-        self.assertMatchesReport(r"test_hangs_in_a_collective \[rank [023]/4\] raised on threads \(cpu\): .*timed out "
+        self.assertMatchesReport(r"test_hangs_in_a_collective \[rank [023]/4\] timed out on threads \(cpu\): .*timed out "
                                  r"after 6 s in all_reduce .*group rank\(s\) \[1\] never called it")
+
+    def test_a_thread_stuck_outside_collectives_is_the_root_cause_with_its_stack(self):
+        m = self.assertMatchesReport(r"test_rank_1_never_returns \[rank 1/4\] timed out on threads \(cpu\): timed out "
+                                     r"after 3 s outside any collective")
+        self.assertIn("CX-STUCK-HERE", self.r.output[m.end():], self.r.describe())
+        self.assertRegex(self.r.output[m.end():], r"rank 0: .*timed out after 3 s in all_reduce .*\[1\] never called it")
 
     def test_mismatched_collectives_are_named(self):
         self.assertMatchesReport(r"test_mismatched_collectives \[rank \d/4\] .*mismatched collectives: rank 0 called "
