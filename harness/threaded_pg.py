@@ -198,6 +198,25 @@ class _ThreadGroup(dist.ProcessGroup):
                       input_splits: list[int], opts: Any = None) -> Any:
         return self._meet("all_to_all_single", (output, input, output_splits, input_splits), _all_to_all_base)
 
+    # torch 2.13 calls these names; earlier versions the ones above (the group answers both)
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
+        return self._allgather_base(output, input, opts)
+
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
+        return self._reduce_scatter_base(output, input, opts)
+
+    def all_gather_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
+                                    opts: Any = None) -> Any:
+        return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
+
+    def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
+                                        opts: Any = None) -> Any:
+        return self.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
+
+    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_splits: list[int] | None,
+                          input_splits: list[int] | None, opts: Any = None) -> Any:
+        return self.alltoall_base(output, input, output_splits, input_splits, opts)
+
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
         return self._meet("all_to_all", (outputs, inputs), _all_to_all)
 
