@@ -206,7 +206,7 @@ def stop(unused: bool = False) -> None:
             return
         if unused:
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signal.SIGKILL)  # it ignores SIGTERM (the run decides); no rank of it to lose
         # It exits once its last rank has (at once, normally); reaped in the background, so that a run's
         # end never waits for the template's own interpreter shutdown.
         threading.Thread(target=_reap, args=(pid,), daemon=True, name="harness-template-reaper").start()
