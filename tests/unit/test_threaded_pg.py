@@ -36,7 +36,7 @@ def on_threads(world_size: int, body, timeout: float = 30.0) -> dict[int, object
         for t in threads:
             t.start()
         for t in threads:
-            t.join(timeout)
+            t.join(timeout + 60)  # a bound for a broken group only; a wait past ``timeout`` raises in the thread
     return out
 
 
