@@ -1,9 +1,9 @@
 """Upstream's threaded classes run their ranks as threads of the test's process, and a thread that fails, raises in
 perThreadSetUp, waits in a collective its peers never call, never returns, or calls another collective than they do, is reported
-as a failing rank is: tests/compat/cx_threaded.py under the runner and under run_tests()."""
+as a failing rank is: tests/compat/cx_threaded.py under the runner, run_tests() and pytest."""
 import unittest
 
-from tests._support import RUN_TESTS, THE_RUNNER, under_each_front_end
+from tests._support import PYTEST, RUN_TESTS, THE_RUNNER, under_each_front_end
 
 MOD = "tests.compat.cx_threaded"
 ID = "tests.compat.cx_threaded"
@@ -64,7 +64,7 @@ class _Checks:
         self.check_nothing_left()
 
 
-globals().update(under_each_front_end(MOD, _Checks, {THE_RUNNER: (), RUN_TESTS: ()},
+globals().update(under_each_front_end(MOD, _Checks, {THE_RUNNER: (), RUN_TESTS: (), PYTEST: ()},
                                       env={"HARNESS_SHOW_OUTPUT": "1"}))
 
 if __name__ == "__main__":
