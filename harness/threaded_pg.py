@@ -22,7 +22,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
-__all__ = ["BACKEND", "ThreadWorld", "CollectiveError", "CollectiveTimeout", "installed", "current_collective"]
+__all__ = ["BACKEND", "ThreadWorld", "CollectiveError", "CollectiveTimeout", "installed", "bind", "unbind",
+           "current_collective"]
 
 #: the backend's name for ``init_process_group``
 BACKEND = "harness_threaded"
