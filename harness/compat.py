@@ -1,7 +1,8 @@
-"""Upstream's other distributed base classes (continuous, multi-threaded, sharded-tensor), run on reused rank processes."""
+"""Upstream's other distributed base classes: continuous and sharded-tensor on reused rank processes, multi-threaded as threads."""
 from __future__ import annotations
 
 import datetime
+import unittest
 from typing import Any
 
 from harness.case import DTensorTestBase, FSDPTest, MultiProcessTestCase
@@ -93,12 +94,14 @@ class FSDPTestContinuous(_ContinuousMixin, FSDPTest):  # type: ignore[misc]
 
 
 class MultiThreadedTestCase(MultiProcessTestCase):
-    """Upstream's ``MultiThreadedTestCase``, on rank processes instead of threads.
+    """Upstream's ``MultiThreadedTestCase``: each rank a thread of the process that runs the test (harness.threaded).
 
-    Every test runs with the default group up (upstream's threaded group becomes gloo or NCCL).
-    ``setUp`` calling ``self._spawn_threads()`` runs ``perThreadSetUp`` there, in each rank;
-    ``perThreadTearDown`` runs in ``tearDown``. Upstream's ranks share one RNG, so tests compare on
-    rank 0 only with ``assertEqualOnRank``; here each rank has its own, seeded alike.
+    As upstream: ``setUp`` and ``tearDown`` run in the main thread (``self.rank`` is ``MAIN_THREAD_RANK``);
+    ``setUp`` calling ``self._spawn_threads()`` starts one thread per rank, each with its own instance of
+    the test and its own default group (an in-process group, harness.threaded_pg), which runs
+    ``perThreadSetUp``, the test method and ``perThreadTearDown``. The threads share the process: its
+    modules, its one RNG (compare on one rank with ``assertEqualOnRank``). A thread that fails, hangs in a
+    collective or calls another collective than its peers is reported as a failing rank is.
 
     Example::
 
@@ -113,7 +116,11 @@ class MultiThreadedTestCase(MultiProcessTestCase):
                 self.assertEqual(t.item(), 0)
     """
 
-    _harness_auto_comms = True
+    #: the harness runs this class's tests in the process that runs the test, never on rank processes
+    _harness_local = True
+    _harness_threaded = True
+    _harness_threaded_run: Any = None
+    _harness_in_thread = False
     MAIN_THREAD_RANK = -1
 
     @property
@@ -122,25 +129,21 @@ class MultiThreadedTestCase(MultiProcessTestCase):
 
     def setUp(self) -> None:
         super().setUp()
+        if not self._harness_in_thread:
+            self.rank = self.MAIN_THREAD_RANK
         self.threads: list[Any] = []
-        self._per_thread_set_up = False
 
     def _spawn_threads(self) -> None:
-        """Upstream starts the threads here; in a rank it runs ``perThreadSetUp``."""
-        if not self._per_thread_set_up:
-            self._per_thread_set_up = True
-            self.perThreadSetUp()
+        """Start the thread ranks (call it from ``setUp``); each runs ``perThreadSetUp``, the test, ``perThreadTearDown``."""
+        from harness.threaded import spawn_threads
+
+        spawn_threads(self)
 
     def perThreadSetUp(self) -> None:
         pass
 
     def perThreadTearDown(self) -> None:
         pass
-
-    def tearDown(self) -> None:
-        if getattr(self, "_per_thread_set_up", False):
-            self.perThreadTearDown()
-        super().tearDown()
 
     def assertEqualOnRank(self, x: Any, y: Any, msg: Any = None, *, rank: int = 0) -> None:
         if self.rank == rank:
@@ -150,9 +153,17 @@ class MultiThreadedTestCase(MultiProcessTestCase):
         if self.rank == rank:
             self.assertNotEqual(x, y, msg)
 
+    def run(self, result: unittest.TestResult | None = None) -> unittest.TestResult | None:
+        from harness.threaded import run_threaded
+
+        return run_threaded(self, result)
+
 
 class FSDPTestMultiThread(MultiThreadedTestCase):
-    """Upstream's ``FSDPTestMultiThread``: one rank per GPU, ``run_subtests``; here on rank processes.
+    """Upstream's ``FSDPTestMultiThread``: one thread rank per GPU, ``run_subtests``.
+
+    On a machine with fewer GPUs than the class's ``world_size`` asks, the threads run on CPU with the
+    ranks of a machine that has them (``skip_if_lt_x_gpu``'s number, else 4), as the harness's other classes.
 
     Example::
 
@@ -177,8 +188,7 @@ class FSDPTestMultiThread(MultiThreadedTestCase):
 
 
 class DTensorOpTestBase(MultiThreadedTestCase):
-    """Upstream's ``DTensorOpTestBase``: 4 ranks with the default group up, ``build_device_mesh()``; here the
-    ranks are processes, not threads.
+    """Upstream's ``DTensorOpTestBase``: 4 thread ranks with the default group up, ``build_device_mesh()``.
 
     Example::
 

@@ -23,6 +23,7 @@ run says so once (:func:`note`). ``HARNESS_TEMPLATE=0`` spawns them always.
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.forkserver
@@ -172,8 +173,12 @@ def note(why: str) -> None:
         pass
 
 
-def stop() -> None:
+def stop(unused: bool = False) -> None:
     """Stop the template once no rank of this process needs it (it also ends with the process).
+
+    ``unused``: no rank was ever forked from it (a run whose tests all run in this process): it is ended at
+    once rather than left to finish importing torch, which would hold the run's stdout and stderr open (a
+    caller reading them through a pipe would wait for it) and a core.
 
     A rank holds the template's "alive" pipe open, so the template outlives its parent until the last
     rank is gone; called when a run has closed every pool, it leaves nothing behind (its exit is not
@@ -199,6 +204,9 @@ def stop() -> None:
                     pass
         except Exception:  # noqa: BLE001 - another stdlib: the template ends with the process instead
             return
+        if unused:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)  # it ignores SIGTERM (the run decides); no rank of it to lose
         # It exits once its last rank has (at once, normally); reaped in the background, so that a run's
         # end never waits for the template's own interpreter shutdown.
         threading.Thread(target=_reap, args=(pid,), daemon=True, name="harness-template-reaper").start()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import time
 import unittest
@@ -98,7 +99,8 @@ def prepare(options: Options) -> Plan:
     from harness import torchrun
 
     conf = _apply(options)
-    if not options.list_only and not (options.jobs > 1 and options.job_of is None):
+    if not options.list_only and not (options.jobs > 1 and options.job_of is None) and \
+            not _in_process_only(options.targets):
         from harness import template
 
         template.warm(conf.template)  # its torch import overlaps the test modules' (collected next)
@@ -107,6 +109,10 @@ def prepare(options: Options) -> Plan:
     discovered = collect(options.targets, options.folders, options.root)
     check_includes(discovered, options.include)
     tests = select(discovered, options.patterns, options.include, options.exclude)
+    if not any(_uses_ranks(t) for t in tests):
+        from harness import template
+
+        template.stop(unused=True)  # warmed on speculation; tests that run in this process (threads, local) need none of it
     notes = []
     if options.shard is not None:
         index, count = options.shard
@@ -122,6 +128,41 @@ def prepare(options: Options) -> Plan:
         notes.append(f"shuffled with seed {options.shuffle_seed} (--shuffle {options.shuffle_seed} runs this order "
                      "again)")
     return Plan(options, tests, len(discovered), notes, conf, reporting=torchrun.launched_rank() == 0)
+
+
+#: the classes whose tests run in the runner's own process (threads, simulated ranks), and those run on ranks
+_IN_PROCESS_NAMES = re.compile(r"\b(MultiThreadedTestCase|FSDPTestMultiThread|DTensorOpTestBase|LocalDTensorTestBase|"
+                               r"create_local_tensor_test_class)\b")
+_ON_RANKS_NAMES = re.compile(r"\b(MultiProcessTestCase|FSDPTest|DTensorTestBase|MultiProcContinuousTest|"
+                             r"DTensorContinuousTestBase|FSDPTestContinuous|ShardedTensorTestBase|with_comms)\b")
+
+
+def _in_process_only(targets: Sequence[str]) -> bool:
+    """Every target is a ``.py`` file that names only classes run in this process: no template is warmed early.
+
+    The template's torch import, overlapping the parent's, is what makes the first rank cheap; where no rank
+    will be wanted it only takes a core from the parent on a small machine. A guess from the files' text:
+    a wrong one costs time, never a result (a class that needs ranks starts the template when it is defined).
+    """
+    if not targets:
+        return False
+    for target in targets:
+        if not target.endswith(".py"):
+            return False
+        try:
+            text = Path(target).read_text(errors="replace")
+        except OSError:
+            return False
+        if not _IN_PROCESS_NAMES.search(text) or _ON_RANKS_NAMES.search(text):
+            return False
+    return True
+
+
+def _uses_ranks(test: Any) -> bool:
+    """``test`` runs on the harness's rank processes (not a plain TestCase, nor a class that runs in this process)."""
+    from harness.case import MultiProcessTestCase
+
+    return isinstance(test, MultiProcessTestCase) and not getattr(type(test), "_harness_local", False)
 
 
 def execute(plan: Plan, out: TextIO | None = None) -> ExitCode:
