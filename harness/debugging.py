@@ -48,6 +48,8 @@ __all__ = ["Relay", "relay_address", "in_session", "paused_seconds", "RankPdb", 
 
 #: what the rank's test error says when the user quit at the prompt (the BdbQuit pdb raises)
 QUIT_MESSAGE = "quit in the debugger"
+#: what a rank sends its relay, last, when the user quit at its prompt (bytes no pdb session prints)
+_QUIT_MARK = b"\x00harness:quit\x00"
 
 
 class NoTerminal(HarnessError):
@@ -139,32 +141,50 @@ class Relay:
         self._write(f"\n[harness] {info['test']}, rank {info['rank']}: {info['what']} at {info['where']}; the "
                     "other ranks wait and the time limits are suspended (c: go on, q: fail the test)\n")
         conn.sendall(b"go\n")
-        self._relay(conn)
+        if self._relay(conn):
+            # the user quit: the test ends there; its peers' failures (their group closed under them) are
+            # consequences, so --pdb opens no further post-mortem for it
+            self._post_mortem_for = info["test"]
         self._write(f"[harness] {info['test']}, rank {info['rank']}: left the debugger\n")
 
-    def _relay(self, conn: socket.socket) -> None:
-        """Copy the terminal's input to the rank and the rank's output to the terminal until it hangs up."""
+    def _relay(self, conn: socket.socket) -> bool:
+        """Copy the terminal's input to the rank and the rank's output to the terminal until it hangs up;
+        True when the user quit (the rank's :data:`_QUIT_MARK`, taken out of what is shown)."""
+        held = b""  # the start of what may be the mark, cut between two reads: shown once it is not
+        quit = False
         while True:
             ready, _, _ = select.select([conn, self.in_fd], [], [])
             if conn in ready:
                 data = conn.recv(65536)
                 if not data:
-                    return
+                    self._write_bytes(held)
+                    return quit
+                data = held + data
+                if _QUIT_MARK in data:
+                    quit = True
+                    data = data.replace(_QUIT_MARK, b"")
+                held = b""
+                for cut in range(min(len(_QUIT_MARK) - 1, len(data)), 0, -1):
+                    if _QUIT_MARK.startswith(data[-cut:]):
+                        data, held = data[:-cut], data[-cut:]
+                        break
                 self._write_bytes(data)
             if self.in_fd in ready:
                 data = os.read(self.in_fd, 65536)
                 if not data:  # Ctrl-D at the prompt: pdb reads end-of-file and quits, as in a terminal
                     conn.shutdown(socket.SHUT_WR)
-                    self._drain(conn)
-                    return
+                    return self._drain(conn, held) or quit
                 conn.sendall(data)
 
-    def _drain(self, conn: socket.socket) -> None:
+    def _drain(self, conn: socket.socket, held: bytes = b"") -> bool:
+        data = held
         while True:
-            data = conn.recv(65536)
-            if not data:
-                return
-            self._write_bytes(data)
+            more = conn.recv(65536)
+            if not more:
+                break
+            data += more
+        self._write_bytes(data.replace(_QUIT_MARK, b""))
+        return _QUIT_MARK in data
 
     def _write(self, text: str) -> None:
         self._write_bytes(text.encode("utf-8", "replace"))
@@ -355,6 +375,12 @@ class RankPdb(pdb.Pdb):
         frame = getattr(self, "curframe", None)
         _Where.quit_at = _place(frame) if frame is not None else self.where
         super().set_quit()
+        if self.link is not None:
+            try:  # the relay learns it from the link itself: no second connection, no race with a peer's
+                self.link.writer.flush()
+                self.link.sock.sendall(_QUIT_MARK)
+            except OSError:
+                pass
         self.hang_up()
 
 

@@ -194,6 +194,19 @@ class TestPostMortem(OnTerminal):
         self.assertRegex(rest, r"FAIL\s+tests\.fixtures\.fx_debug\.DebugTest\.test_fails_on_rank_1")
         self.assertRegex(rest, r"PASS\s+tests\.fixtures\.fx_debug\.DebugTest\.test_zz_after")
 
+    def test_after_a_quit_no_peer_gets_a_post_mortem_of_its_consequence(self):
+        # rank 1 quits at its breakpoint; rank 0, waiting in all_reduce, then fails because rank 1's group
+        # closed: that is no failure of its own to look at, and the user asked the test to end
+        self.start([FX, "-k", "test_breakpoint", "-k", "test_zz_after", "--pdb"])
+        self.prompt(1)
+        self.term.sendline("q")
+        self.assertEqual(self.term.expect([PROMPT.format(0), pexpect.EOF]), 1, "a post-mortem after the quit")
+        rest = self.term.before
+        self.term.close()
+        self.assertIn("quit in the debugger (q) on rank 1", rest)
+        self.assertNotIn("harness:quit", rest)  # the relay's mark is not shown
+        self.assertRegex(rest, r"PASS\s+tests\.fixtures\.fx_debug\.DebugTest\.test_zz_after")
+
     def test_pytest_pdb_opens_the_ranks_post_mortem_first(self):
         self.start([FX, "-k", "test_fails_on_rank_1 or test_zz_after", "--pdb", "-p", "no:cacheprovider", "--color=no"],
                    runner="pytest")
