@@ -15,7 +15,7 @@ environment and file descriptors 1 and 2 travel with the start request. Its GPU 
 initialised after the fork, in the rank (harness.rank), never in the template. Its parent is the
 template, so it watches the run's process by pid (harness.rank). The template ignores SIGTERM and SIGINT
 (the run decides, and stops the ranks); it ends when the run's process ends and its last rank is gone,
-and a run that closes its ranks stops it (:func:`stop`).
+and a run that closes its ranks stops it and waits for it (:func:`stop`), so that nothing outlives a run.
 
 Where forking is not possible (no ``fork`` on the platform, a template that failed to start, variables
 that torch reads at import time changed since the template started) the ranks are spawned, and the
@@ -23,6 +23,7 @@ run says so once (:func:`note`). ``HARNESS_TEMPLATE=0`` spawns them always.
 """
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.forkserver
@@ -55,7 +56,9 @@ _IMPORT_TIME_PREFIXES = ("TORCH_", "PYTORCH_", "KMP_", "GOMP_", "OMP_", "MKL_", 
 _SET_IN_RANK = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"key": None, "broken": "", "noted": False, "pid": None}
+_TEMPLATE_PID = -1  # the template's own pid, in the template (set below), so that its fast exit is its own
+#: pid: the template's; tracker: multiprocessing's resource tracker when the template's start started it
+_state: dict[str, Any] = {"key": None, "broken": "", "noted": False, "pid": None, "tracker": None}
 
 
 def _import_time_env(env: Any = None) -> tuple[tuple[str, str], ...]:
@@ -122,13 +125,26 @@ def _ensure_running() -> None:
         if alive:
             return
     server.set_forkserver_preload(list(PRELOAD))
+    tracker_before = _tracker_pid()
     os.environ[_IN_TEMPLATE] = "1"
     try:
-        server.ensure_running()
+        server.ensure_running()  # starts multiprocessing's resource tracker too, when none runs
     finally:
         os.environ.pop(_IN_TEMPLATE, None)
     _state["key"] = key
     _state["pid"] = getattr(server, "_forkserver_pid", None)
+    if tracker_before is None and _state["tracker"] is None:
+        _state["tracker"] = _tracker_pid()
+
+
+def _tracker() -> Any:
+    from multiprocessing import resource_tracker
+
+    return getattr(resource_tracker, "_resource_tracker", None)  # the process's one tracker
+
+
+def _tracker_pid() -> int | None:
+    return getattr(_tracker(), "_pid", None)
 
 
 def context(use_template: bool = True) -> tuple[multiprocessing.context.BaseContext, str]:
@@ -172,22 +188,28 @@ def note(why: str) -> None:
         pass
 
 
-def stop() -> None:
-    """Stop the template once no rank of this process needs it (it also ends with the process).
+def stop(wait: float = 10.0) -> None:
+    """Stop the template once no rank of this process needs it, and wait until it has exited.
 
-    A rank holds the template's "alive" pipe open, so the template outlives its parent until the last
-    rank is gone; called when a run has closed every pool, it leaves nothing behind (its exit is not
-    waited for: a rank a test left behind would hold it, and the run must not wait on that).
+    Called when a run has closed every pool (harness.pool), and by the SIGTERM path before the process
+    exits: when it returns, the template is gone (reaped, not merely asked), so a run leaves no process
+    behind. The template exits when the last holder of its "alive" pipe closes it: this process (here)
+    and its ranks (closed, and waited for, by the pools). A rank the run could not stop would hold it
+    open; after ``wait`` seconds the template is killed rather than let the run's exit hang on it.
     """
-    with _lock:
+    # Bounded: a second SIGTERM stops the template from its handler, perhaps while this thread holds the lock
+    if not _lock.acquire(timeout=5.0):
+        return
+    try:
         server = _server()
         pid = getattr(server, "_forkserver_pid", None)
         if pid is None or pid != _state["pid"]:
             return  # none started, or not ours (a program's own fork server is left alone)
         _state["pid"] = None
         try:
-            # The stdlib's own stop (ForkServer._stop) waits without a bound; a process a test left
-            # holding the pipe would hang the run's exit. Close our end, then wait a little.
+            # Not the stdlib's own ForkServer._stop: it waits without a bound (a rank left holding the
+            # pipe would hang the run's exit), and Python 3.11 and 3.12 differ in what it resets. The
+            # three attributes below are the ones both versions read in ensure_running.
             with server._lock:
                 os.close(server._forkserver_alive_fd)
                 address = server._forkserver_address
@@ -199,16 +221,62 @@ def stop() -> None:
                     pass
         except Exception:  # noqa: BLE001 - another stdlib: the template ends with the process instead
             return
-        # It exits once its last rank has (at once, normally); reaped in the background, so that a run's
-        # end never waits for the template's own interpreter shutdown.
-        threading.Thread(target=_reap, args=(pid,), daemon=True, name="harness-template-reaper").start()
+    finally:
+        _lock.release()
+    _reap(pid, wait)
+    _stop_tracker(wait)
 
 
-def _reap(pid: int) -> None:
+def _stop_tracker(wait: float) -> None:
+    """Stop multiprocessing's resource tracker, when the template's start started it and it still runs.
+
+    Nothing else stops it: it ends when the last holder of its pipe (this process, at its exit) closes it,
+    after the run's process has exited, and so outlives the run (as an orphan, or a zombie where nothing
+    reaps orphans). It is stopped only now that the ranks (which held the pipe too) and the template are
+    gone, and started again by multiprocessing if the program needs it later. Its own ``_stop`` waits
+    without a bound; ``_fd`` and ``_pid`` are what Python 3.8 to 3.13 keep.
+    """
+    pid = _state["tracker"]
+    _state["tracker"] = None
+    tracker = _tracker()
+    if pid is None or tracker is None or _tracker_pid() != pid:
+        return
     try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
+        with tracker._lock:
+            fd, tracker._fd, tracker._pid = tracker._fd, None, None
+            if fd is not None:
+                os.close(fd)
+    except Exception:  # noqa: BLE001 - another stdlib: it ends with the process instead
+        return
+    _reap(pid, wait)
+
+
+def _reap(pid: int, wait: float) -> None:
+    """Wait for the template to exit (it does at once: its exit skips the interpreter's teardown), killing
+    it after ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    delay = 0.001
+    try:
+        while os.waitpid(pid, os.WNOHANG)[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+    except (ChildProcessError, ProcessLookupError):
+        pass  # already reaped (by a handler of the program's own), or not our child
+
+
+def _exit_now() -> None:
+    """The template's exit, once its last rank is gone: at once, without tearing down the modules it
+    preloaded (torch's teardown takes about half a second, during which the run would wait for it)."""
+    if os.getpid() == _TEMPLATE_PID:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(0)
 
 
 class _Fd:
@@ -259,3 +327,7 @@ if os.environ.get(_IN_TEMPLATE) == "1" and multiprocessing.current_process().nam
     # decides when the template ends (it ends with the run's process and its last rank).
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The last exit hook registered is the first run: when the template ends (its alive pipe closed),
+    # it ends now; the ranks it forked never run exit hooks (they end with os._exit).
+    _TEMPLATE_PID = os.getpid()
+    atexit.register(_exit_now)
