@@ -35,14 +35,23 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["PRELOAD", "RankStart", "context", "warm", "stop", "broken", "note"]
+__all__ = ["PRELOAD", "BY_REQUEST", "RankStart", "context", "warm", "tell", "stop", "broken", "note"]
 
 #: what the template imports once, for every rank it forks (a module it cannot import is left to the rank).
 #: DTensor is here for every test, not only DTensor tests: torch.testing.assert_close (assertEqual) imports
-#: it on its first call, half a second in each fresh rank.
-PRELOAD = ["torch", "torch.distributed", "torch.distributed.fsdp", "torch.distributed.checkpoint",
-           "torch.distributed.tensor", "numpy", "harness", "harness.template", "harness.rank", "harness.comms",
-           "harness.isolation", "harness.cuda_state"]
+#: it on its first call, half a second in each fresh rank. The harness's own modules come last: the
+#: template's import of this module waits for the run's list of what its tests use (:func:`tell`).
+PRELOAD = ["torch", "torch.distributed", "torch.distributed.tensor", "numpy", "harness", "harness.template",
+           "harness.rank", "harness.comms", "harness.isolation", "harness.cuda_state"]
+
+#: packages the template imports too when the run's test modules imported them (FSDP and DCP alone cost
+#: the template about as much again as DTensor; a test that uses neither should not wait for them)
+BY_REQUEST = ("torch.distributed.fsdp", "torch.distributed.checkpoint", "torch.distributed._composable",
+              "torch.distributed.tensor.parallel", "torch.distributed.pipelining", "torch.distributed.algorithms",
+              "torch.distributed.optim", "torch.distributed.nn")
+
+#: set only in the template's environment: the file in which the run lists what else to import (:func:`tell`)
+_LIST_VAR = "HARNESS_TEMPLATE_PRELOAD_LIST"
 
 #: set only in the template's own environment, while it starts: its import of this module then makes it
 #: ignore SIGTERM and SIGINT (a rank's environment is the run's, where it is never set)
@@ -58,13 +67,14 @@ _SET_IN_RANK = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _lock = threading.Lock()
 _TEMPLATE_PID = -1  # the template's own pid, in the template (set below), so that its fast exit is its own
 #: pid: the template's; tracker: multiprocessing's resource tracker when the template's start started it
-_state: dict[str, Any] = {"key": None, "broken": "", "noted": False, "pid": None, "tracker": None}
+#: list: the file the template waits for (:func:`tell`), None once written
+_state: dict[str, Any] = {"key": None, "broken": "", "noted": False, "pid": None, "tracker": None, "list": None}
 
 
 def _import_time_env(env: Any = None) -> tuple[tuple[str, str], ...]:
     env = os.environ if env is None else env
     return tuple(sorted((k, v) for k, v in env.items()
-                        if k.startswith(_IMPORT_TIME_PREFIXES) and k not in _SET_IN_RANK and k != _IN_TEMPLATE))
+                        if k.startswith(_IMPORT_TIME_PREFIXES) and k not in _SET_IN_RANK and k not in (_IN_TEMPLATE, _LIST_VAR)))
 
 
 def _unavailable() -> str:
@@ -126,11 +136,17 @@ def _ensure_running() -> None:
             return
     server.set_forkserver_preload(list(PRELOAD))
     tracker_before = _tracker_pid()
+    from multiprocessing import util
+
+    # in multiprocessing's temporary folder of this process: removed with it at exit
+    _state["list"] = os.path.join(util.get_temp_dir(), f"harness-template-preload-{time.monotonic_ns()}")
     os.environ[_IN_TEMPLATE] = "1"
+    os.environ[_LIST_VAR] = _state["list"]
     try:
         server.ensure_running()  # starts multiprocessing's resource tracker too, when none runs
     finally:
         os.environ.pop(_IN_TEMPLATE, None)
+        os.environ.pop(_LIST_VAR, None)
     _state["key"] = key
     _state["pid"] = getattr(server, "_forkserver_pid", None)
     if tracker_before is None and _state["tracker"] is None:
@@ -167,7 +183,56 @@ def context(use_template: bool = True) -> tuple[multiprocessing.context.BaseCont
                f"{'them' if len(changed) > 1 else 'it'} at import")
     if why:
         return spawn, why
+    tell()  # the template forks nothing before it has the list
     return multiprocessing.get_context("forkserver"), ""
+
+
+def tell() -> None:
+    """Tell the template what else to import: the packages of :data:`BY_REQUEST` that this process has
+    imported by now (the test modules' imports, once they are collected). Once per template; the runner
+    calls it right after collecting, so that the template imports them while the run goes on, and the
+    first world's start (:func:`context`) and :func:`stop` call it if nothing did.
+    """
+    if not _lock.acquire(timeout=5.0):  # bounded: stop() calls it from a second SIGTERM's handler too
+        return
+    try:
+        path, _state["list"] = _state["list"], None
+    finally:
+        _lock.release()
+    if path is None:
+        return
+    wanted = [name for name in BY_REQUEST if name in sys.modules]
+    try:
+        with open(path + ".tmp", "w") as f:
+            f.write("\n".join(wanted) + "\n")
+        os.replace(path + ".tmp", path)  # whole, or not there
+    except OSError:
+        pass  # the template goes on when the run's process ends
+
+
+def _await_list() -> None:
+    """In the template, as it starts: wait for the run's list (:func:`tell`) and import what it names.
+
+    It imports no more until the run's process has collected its tests (or ends); its fork loop starts
+    after, so no rank is forked from a template that is half way through an import.
+    """
+    path = os.environ.pop(_LIST_VAR, None)
+    if not path:
+        return
+    parent = os.getppid()
+    while not os.path.exists(path):
+        if os.getppid() != parent:
+            return  # the run is gone: the template ends with it
+        time.sleep(0.002)
+    with open(path) as f:
+        names = f.read().split()
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - left to the rank, which reports it as the test's error
+            pass
 
 
 def broken(why: str) -> None:
@@ -197,6 +262,7 @@ def stop(wait: float = 10.0) -> None:
     and its ranks (closed, and waited for, by the pools). A rank the run could not stop would hold it
     open; after ``wait`` seconds the template is killed rather than let the run's exit hang on it.
     """
+    tell()  # a template still waiting for the list would not see its pipe close
     # Bounded: a second SIGTERM stops the template from its handler, perhaps while this thread holds the lock
     if not _lock.acquire(timeout=5.0):
         return
@@ -331,3 +397,4 @@ if os.environ.get(_IN_TEMPLATE) == "1" and multiprocessing.current_process().nam
     # it ends now; the ranks it forked never run exit hooks (they end with os._exit).
     _TEMPLATE_PID = os.getpid()
     atexit.register(_exit_now)
+    _await_list()
