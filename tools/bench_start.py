@@ -194,7 +194,7 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
                 add(f"one test, {ws} ranks (whole process)", how,
                     _wall([sys.executable, "-m", "harness", "one_test.py"], _env(template, BENCH_WS=str(ws)), tmp))
                 if args.baseline:  # the same, with the other checkout's harness, in the same round
-                    add(f"  at {commit(args.baseline)}", how, _wall(
+                    add(f"  at {commit(args.baseline)}, {ws} ranks", how, _wall(
                         [sys.executable, "-m", "harness", "one_test.py"],
                         _env(template, args.baseline, BENCH_WS=str(ws)), tmp))
             # the template (or nothing) warmed by the first test; then the figures
