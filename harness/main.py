@@ -21,6 +21,10 @@ def run_tests(argv: list[str] | None = None) -> None:
 
     run = Run()
     run.warm()
+    if not torchrun.launched():
+        from harness import template
+
+        template.tell()  # the calling module, imported by now, says what the template should import too
 
     class Runner(unittest.TextTestRunner):
         resultclass = _Result

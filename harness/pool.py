@@ -61,12 +61,25 @@ class Terminated(KeyboardInterrupt):
 def _exit_terminated() -> None:
     for pool in list(_LIVE):
         pool.close()
+    template.stop()
+    _multiprocessing_exit()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:
             pass
     os._exit(128 + signal.SIGTERM)
+
+
+def _multiprocessing_exit() -> None:
+    """What multiprocessing's own exit hook does that ``os._exit`` would skip: its finalizers, among them
+    the removal of its temporary folder (``pymp-*``, where the template's socket was)."""
+    try:
+        from multiprocessing import util
+
+        util._run_finalizers()  # private, in 3.8 to 3.13 alike; without it the folder is left, nothing worse
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:

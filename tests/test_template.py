@@ -137,5 +137,45 @@ class TestTemplateGone(unittest.TestCase):
         self._gone(proc, token, tmpdir, running)
 
 
+_PRELOAD_PROBE = """
+import sys
+from harness import template
+template.warm(True)
+if sys.argv[1] == "fsdp":
+    import torch.distributed.fsdp  # as a test module that uses FSDP would, while the run collects
+ctx, why = template.context(True)
+assert not why, why
+# a process forked from the template that runs no code of the run's: what it has, the template imported
+p = ctx.Process(target=exec, args=("import sys; sys.exit(0 if 'torch.distributed.fsdp' in sys.modules else 3)",))
+p.start()
+p.join()
+template.stop()
+print("EXIT", p.exitcode)
+"""
+
+
+class TestPreloadFromTheTestsImports(unittest.TestCase):
+    """The template imports FSDP (and the like) when the run's test modules did, and not otherwise."""
+
+    def _forked_has_fsdp(self, what: str) -> bool:
+        import subprocess
+        import sys
+
+        from tests._support import REPO
+
+        r = subprocess.run([sys.executable, "-c", _PRELOAD_PROBE, what], cwd=REPO, env=base_env(),
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        codes = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("EXIT ")]
+        self.assertIn(codes, (["0"], ["3"]), r.stdout + r.stderr)
+        return codes == ["0"]
+
+    def test_fsdp_preloaded_when_the_run_imported_it(self):
+        self.assertTrue(self._forked_has_fsdp("fsdp"))
+
+    def test_fsdp_not_preloaded_when_no_test_uses_it(self):
+        self.assertFalse(self._forked_has_fsdp("none"))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -21,6 +21,7 @@ Example::
 
     python tools/bench_start.py                  # about 1-2 minutes on 2 cores
     python tools/bench_start.py --rounds 5 --tests 30 --whole-ws 2,4,8
+    python tools/bench_start.py --baseline /tmp/base   # and another commit's checkout, in the same rounds
 """
 from __future__ import annotations
 
@@ -141,9 +142,9 @@ if __name__ == "__main__":
 """
 
 
-def _env(template: bool, **extra: str) -> dict[str, str]:
+def _env(template: bool, root: Path = ROOT, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    env.update(PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="", HARNESS_SHOW_OUTPUT="0",
+    env.update(PYTHONPATH=str(root), CUDA_VISIBLE_DEVICES="", HARNESS_SHOW_OUTPUT="0",
                HARNESS_TEMPLATE="1" if template else "0", HYPOTHESIS_PROFILE="ci", **extra)
     return env
 
@@ -165,6 +166,15 @@ def _driver(tmp: str, template: bool, names: list[str], **extra: str) -> dict[st
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def commit(root: Path) -> str:
+    """The checkout's commit, short, with "+changes" when its tracked files differ from it."""
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def measure(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
     tmp = tempfile.mkdtemp(prefix="bench-start-")
     Path(tmp, "one_test.py").write_text(ONE_TEST)
@@ -183,6 +193,10 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
             for ws in args.whole_ws:
                 add(f"one test, {ws} ranks (whole process)", how,
                     _wall([sys.executable, "-m", "harness", "one_test.py"], _env(template, BENCH_WS=str(ws)), tmp))
+                if args.baseline:  # the same, with the other checkout's harness, in the same round
+                    add(f"  at {commit(args.baseline)}, {ws} ranks", how, _wall(
+                        [sys.executable, "-m", "harness", "one_test.py"],
+                        _env(template, args.baseline, BENCH_WS=str(ws)), tmp))
             # the template (or nothing) warmed by the first test; then the figures
             d = _driver(tmp, template, [many[0], "TestWorld4.test_ready", "TestAltering.test_0_alters",
                                         "TestAltering.test_1_after"])
@@ -200,7 +214,7 @@ def report(figures: dict[str, dict[str, list[float]]]) -> str:
     for name, by in figures.items():
         med = {how: statistics.median(v) for how, v in by.items()}
         cell = {how: f"{med[how]:.3f} s [{min(v):.3f}-{max(v):.3f}]" for how, v in by.items()}
-        to_floor = f"{med['forked'] / floor['forked']:.2f}x" if "whole process" in name else ""
+        to_floor = f"{med['forked'] / floor['forked']:.2f}x" if "whole process" in name or " at " in name else ""
         rows.append((name, cell["forked"], cell["spawned"], f"{med['spawned'] / med['forked']:.1f}x", to_floor))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -214,11 +228,14 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=15, help="trivial tests timed for REUSE=0 (default 15)")
     parser.add_argument("--whole-ws", default="2,8", help="world sizes of the whole-process run (default 2,8)")
     parser.add_argument("--json", help="also write the raw figures here")
+    parser.add_argument("--baseline", type=Path, help="a checkout of another commit (git worktree add): its "
+                        "whole-process figures are taken in the same rounds, on the row under this one's")
     args = parser.parse_args()
     args.whole_ws = [int(x) for x in args.whole_ws.split(",")]
     import torch
 
-    print(f"bench_start: torch {torch.__version__}, Python {sys.version.split()[0]}, {os.cpu_count()} cores; "
+    print(f"bench_start: commit {commit(ROOT)}; torch {torch.__version__}, Python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} cores; "
           f"{args.rounds} rounds, medians [min-max]", flush=True)
     figures = measure(args)
     print(report(figures))

@@ -107,6 +107,10 @@ def prepare(options: Options) -> Plan:
     if str(options.root) not in sys.path:  # dotted targets and packages under root import from there
         sys.path.insert(0, str(options.root))
     discovered = collect(options.targets, options.folders, options.root)
+    if not options.list_only and not (options.jobs > 1 and options.job_of is None):
+        from harness import template
+
+        template.tell()  # what the test modules imported: the template imports it too, while the run goes on
     check_includes(discovered, options.include)
     tests = select(discovered, options.patterns, options.include, options.exclude)
     if not any(_uses_ranks(t) for t in tests):
