@@ -140,7 +140,10 @@ def _ensure_running() -> None:
     from multiprocessing import util
 
     # in multiprocessing's temporary folder of this process: removed with it at exit
-    _state["list"] = os.path.join(util.get_temp_dir(), f"harness-template-preload-{time.monotonic_ns()}")
+    # named after the run's pid too: the template watches that process, not its own parent as it finds it
+    # (a run that ends while the template still imports torch, ``--list``, would already be gone then)
+    _state["list"] = os.path.join(util.get_temp_dir(),
+                                  f"harness-template-preload-{os.getpid()}-{time.monotonic_ns()}")
     os.environ[_IN_TEMPLATE] = "1"
     os.environ[_LIST_VAR] = _state["list"]
     try:
@@ -220,9 +223,9 @@ def _await_list() -> None:
     path = os.environ.pop(_LIST_VAR, None)
     if not path:
         return
-    parent = os.getppid()
+    run = int(os.path.basename(path).split("-")[3])
     while not os.path.exists(path):
-        if os.getppid() != parent:
+        if not _alive(run):
             return  # the run is gone: the template ends with it
         time.sleep(0.002)
     with open(path) as f:
@@ -234,6 +237,19 @@ def _await_list() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - left to the rank, which reports it as the test's error
             pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether the run's process still runs (the template's parent, but the template may find it gone)."""
+    if os.getppid() != pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def broken(why: str) -> None:

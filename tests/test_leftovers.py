@@ -114,6 +114,13 @@ class TestNothingLeftBehind(unittest.TestCase):
     def test_a_test_that_times_out(self):
         self._check(self._start(["harness", f"{SLOW}.TestBSlow"], env={"HARNESS_TIMEOUT": "3"}), 1)
 
+    def test_listing_the_tests(self):
+        # the test classes warm the template as they are collected; --list forks no rank from it
+        self._check(self._start(["harness", "--list", SLOW]), 0)
+
+    def test_a_usage_error_after_collecting(self):
+        self._check(self._start(["harness", SLOW, "-i", "no_such_module"]), 2)
+
     # -- a run ended from outside while a test runs --
 
     def test_sigterm_to_the_runner(self):

@@ -12,7 +12,7 @@ from typing import Sequence
 from harness.config import DEVICE_CHOICES, VARIABLES, variables
 from harness.errors import UsageError
 from harness.hypothesis_support import PROFILES
-from harness.runner.session import Options, execute, prepare
+from harness.runner.session import Options, end_unused_template, execute, prepare
 from harness.status import ExitCode
 
 __all__ = ["FolderSet", "Defaults", "build_parser", "parse", "main", "console_main"]
@@ -206,6 +206,7 @@ def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> 
         parser.print_usage(sys.stderr)
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         print("0 passed, 0 failed, 0 skipped")
+        end_unused_template()
         return ExitCode.USAGE
     return execute(plan)
 

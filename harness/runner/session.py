@@ -162,6 +162,15 @@ def _in_process_only(targets: Sequence[str]) -> bool:
     return True
 
 
+def end_unused_template() -> None:
+    """A run that forks no rank (``--list``, a usage error) ends the template its test classes warmed while
+    they were collected, at once: it would otherwise finish importing torch after the run has returned,
+    holding the run's stdout open (a caller reading it through a pipe would wait for it)."""
+    template = sys.modules.get("harness.template")
+    if template is not None:
+        template.stop(unused=True)
+
+
 def _uses_ranks(test: Any) -> bool:
     """``test`` runs on the harness's rank processes (not a plain TestCase, nor a class that runs in this process)."""
     from harness.case import MultiProcessTestCase
@@ -172,6 +181,7 @@ def _uses_ranks(test: Any) -> bool:
 def execute(plan: Plan, out: TextIO | None = None) -> ExitCode:
     """List the tests (``--list``) or run them and report; returns the exit code."""
     if plan.options.list_only:
+        end_unused_template()
         return _list(plan, out or sys.stdout)
     return _run(plan, out or sys.stdout)
 
