@@ -229,26 +229,14 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
         if original_add_skip is not None:
             original_add_skip(case, reason)
 
-    recorded: list[bool] = []
-
-    def record() -> None:
-        """The test as it ran (the runner's line reads it when the test stops, so it is made before that)."""
-        if not recorded:
-            recorded.append(True)
-            notes.record(TestRecord(test_id, world_size, LOCAL, local_reason(world_size, device_type, world_note),
-                                    time.monotonic() - started, [os.getpid()], False))
-
-    original_stop_test = getattr(result, "stopTest", None)
-
-    def stop_test(case: Any) -> None:
-        record()
-        if original_stop_test is not None:
-            original_stop_test(case)
+    def make_record(seconds: float) -> TestRecord:
+        return TestRecord(test_id, world_size, LOCAL, local_reason(world_size, device_type, world_note), seconds,
+                          [os.getpid()], False)
 
     cls_before = test.__class__
     snapshot = None
     with _test_files(marks["temp_dir"]) as (temp_dir, file_name), _instead(test, name, body), \
-            _instead(result, "addSkip", add_skip), _instead(result, "stopTest", stop_test):
+            _instead(result, "addSkip", add_skip), _recorded(result, notes, started, make_record):
         test.temp_dir, test.file_name = temp_dir, file_name
         test._harness_device_type = device_type
         test._harness_local_guard = guard
@@ -264,7 +252,6 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
                     notes.altered_by(test_id, changes, "the process that runs local tests keeps them")
             test.__class__ = cls_before
             test.__dict__.pop("_harness_local_guard", None)
-            record()
 
 
 def _run_failing(test: LocalDTensorTestBase, result: Any, exc: BaseException) -> Any:
@@ -280,6 +267,31 @@ def _run_failing(test: LocalDTensorTestBase, result: Any, exc: BaseException) ->
 
 def _nothing() -> None:
     pass
+
+
+@contextlib.contextmanager
+def _recorded(result: Any, notes: Any, started: float, make: Callable[[float], Any]) -> Iterator[None]:
+    """The test's record (``make(seconds)``), noted once: when ``result`` hears the test stopped (the runner's
+    line reads it then), or else when the block ends. For the classes that run in this process."""
+    done: list[bool] = []
+
+    def record() -> None:
+        if not done:
+            done.append(True)
+            notes.record(make(time.monotonic() - started))
+
+    original = getattr(result, "stopTest", None)
+
+    def stop_test(case: Any) -> None:
+        record()
+        if original is not None:
+            original(case)
+
+    with _instead(result, "stopTest", stop_test):
+        try:
+            yield
+        finally:
+            record()
 
 
 @contextlib.contextmanager

@@ -263,20 +263,9 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
     except UsageError as exc:
         return local._run_failing(test, result, exc)
     device_type = _device_type(world_size, conf.device)
-    recorded: list[bool] = []
-
-    def record() -> None:
-        if not recorded:
-            recorded.append(True)
-            notes.record(TestRecord(test_id, world_size, THREADS, threads_reason(world_size, device_type, world_note),
-                                    time.monotonic() - started, [os.getpid()], False))
-
-    original_stop_test = getattr(result, "stopTest", None)
-
-    def stop_test(case: Any) -> None:
-        record()
-        if original_stop_test is not None:
-            original_stop_test(case)
+    def make_record(seconds: float) -> TestRecord:
+        return TestRecord(test_id, world_size, THREADS, threads_reason(world_size, device_type, world_note), seconds,
+                          [os.getpid()], False)
 
     @functools.wraps(fn)
     def body(*args: Any, **kwargs: Any) -> None:
@@ -286,7 +275,7 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
     snapshot = None
     cls_before = test.__class__
     with local._test_files(markers(fn)["temp_dir"]) as (temp_dir, file_name), local._instead(test, name, body), \
-            local._instead(result, "stopTest", stop_test):
+            local._recorded(result, notes, started, make_record):
         test.temp_dir, test.file_name = temp_dir, file_name
         test._harness_device_type = device_type
         test._harness_threaded_run = run
@@ -310,7 +299,6 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
                 if changes:
                     notes.altered_by(test_id, changes, "the process that runs threaded tests keeps them")
             test.__dict__.pop("_harness_threaded_run", None)
-            record()
 
 
 def _pin_world_size(test: Any, world_size: int) -> None:
