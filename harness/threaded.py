@@ -225,12 +225,25 @@ def join_threads(test: Any) -> None:
     results = [threads.results.get(rank, RankResult(rank, ERROR, "RuntimeError", "the thread left no result"))
                for rank in range(len(threads.threads))]
     device_type = test._harness_device_type
-    placement = Placement(device_type, len(results), threads_reason(len(results), device_type))
+    gpus_asked, sized_by_devices = test._harness_gpus_asked
+    # a test written for GPUs (skip_if_lt_x_gpu, or a world sized by the device count) that runs its threads on
+    # CPU for want of them: a failure carries the same note as on rank processes (upstream skips it there)
+    shortfall = device_type == "cpu" and run.settings.device != "cpu" and bool(gpus_asked or sized_by_devices)
+    placement = Placement(device_type, len(results), threads_reason(len(results), device_type), shortfall=shortfall)
     facts = verdict.Facts(_short_id(test), len(results), placement,
-                          module_file=getattr(sys.modules.get(type(test).__module__), "__file__", None))
+                          module_file=getattr(sys.modules.get(type(test).__module__), "__file__", None),
+                          gpus_asked=gpus_asked, sized_by_devices=sized_by_devices,
+                          gpus_found=_gpu_count() if shortfall else 0)
     judged = verdict.judge(results, facts, show_output=run.settings.show_output)
-    judged.lines[:] = [line.replace(f"on {placement.label}", f"on {THREADS} ({device_type})") for line in judged.lines]
+    judged.lines[:] = [line.replace(f"on {placement.label}", f"on {THREADS} ({device_type})")
+                       .replace("ran on CPU/gloo", "ran as threads on CPU") for line in judged.lines]
     report.report(test, judged, run.notes)
+
+
+def _gpu_count() -> int:
+    from harness.placement import gpu_count
+
+    return gpu_count()
 
 
 def _short_id(test: Any) -> str:
@@ -263,6 +276,7 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
     except UsageError as exc:
         return local._run_failing(test, result, exc)
     device_type = _device_type(world_size, conf.device)
+    gpus_asked = (gpus_needed(type(test), fn), bool(world_note))
     recorded: list[bool] = []
 
     def record() -> None:
@@ -289,6 +303,7 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
             local._instead(result, "stopTest", stop_test):
         test.temp_dir, test.file_name = temp_dir, file_name
         test._harness_device_type = device_type
+        test._harness_gpus_asked = gpus_asked
         test._harness_threaded_run = run
         test._harness_threads = None
         _pin_world_size(test, world_size)
@@ -310,6 +325,7 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
                 if changes:
                     notes.altered_by(test_id, changes, "the process that runs threaded tests keeps them")
             test.__dict__.pop("_harness_threaded_run", None)
+            test.__dict__.pop("_harness_gpus_asked", None)
             record()
 
 
