@@ -169,11 +169,34 @@ def _thread_rank(test: Any, method: Any, rank: int, world_size: int, store: Any,
         if result.status not in (SKIPPED, TIMEOUT):  # a rank that timed out: its peers time out on their own
             world.abort(f"rank {rank} failed: {type(exc).__name__}")
     finally:
+        _drop_thread_modes()
         threaded_pg.unbind()
         result.output = printed.getvalue()
         result.duration = time.monotonic() - started
         result.arrived = time.monotonic()
         results[rank] = result
+
+
+def _drop_thread_modes() -> None:
+    """Pop the torch function and dispatch modes the thread rank left on its own stacks (``torch.set_default_device``
+    in ``perThreadSetUp`` leaves one).
+
+    Those stacks are C++ thread-locals holding Python objects: left there, they are released as the OS thread
+    ends, after ``join`` has returned, and one released while the interpreter shuts down aborts the whole
+    process ("terminate called without an active exception", exit status 134) after every test passed.
+    """
+    import torch
+
+    for length, pop in (("_len_torch_function_stack", "_pop_torch_function_stack"),
+                        ("_len_torch_dispatch_stack", "_pop_torch_dispatch_stack")):
+        count, drop = getattr(torch._C, length, None), getattr(torch._C, pop, None)
+        if count is None or drop is None:  # an older torch without them: nothing to pop by this name
+            continue
+        try:
+            while count() > 0:
+                drop()
+        except Exception:  # a mode that refuses to go: the thread ends as upstream's would
+            break
 
 
 def _result_of(rank: int, exc: BaseException) -> RankResult:
