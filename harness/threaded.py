@@ -169,11 +169,34 @@ def _thread_rank(test: Any, method: Any, rank: int, world_size: int, store: Any,
         if result.status not in (SKIPPED, TIMEOUT):  # a rank that timed out: its peers time out on their own
             world.abort(f"rank {rank} failed: {type(exc).__name__}")
     finally:
+        _drop_thread_modes()
         threaded_pg.unbind()
         result.output = printed.getvalue()
         result.duration = time.monotonic() - started
         result.arrived = time.monotonic()
         results[rank] = result
+
+
+def _drop_thread_modes() -> None:
+    """Pop the torch function and dispatch modes the thread rank left on its own stacks (``torch.set_default_device``
+    in ``perThreadSetUp`` leaves one).
+
+    Those stacks are C++ thread-locals holding Python objects: left there, they are released as the OS thread
+    ends, after ``join`` has returned, and one released while the interpreter shuts down aborts the whole
+    process ("terminate called without an active exception", exit status 134) after every test passed.
+    """
+    import torch
+
+    for length, pop in (("_len_torch_function_stack", "_pop_torch_function_stack"),
+                        ("_len_torch_dispatch_stack", "_pop_torch_dispatch_stack")):
+        count, drop = getattr(torch._C, length, None), getattr(torch._C, pop, None)
+        if count is None or drop is None:  # an older torch without them: nothing to pop by this name
+            continue
+        try:
+            while count() > 0:
+                drop()
+        except Exception:  # a mode that refuses to go: the thread ends as upstream's would
+            break
 
 
 def _result_of(rank: int, exc: BaseException) -> RankResult:
@@ -225,12 +248,25 @@ def join_threads(test: Any) -> None:
     results = [threads.results.get(rank, RankResult(rank, ERROR, "RuntimeError", "the thread left no result"))
                for rank in range(len(threads.threads))]
     device_type = test._harness_device_type
-    placement = Placement(device_type, len(results), threads_reason(len(results), device_type))
+    gpus_asked, sized_by_devices = test._harness_gpus_asked
+    # a test written for GPUs (skip_if_lt_x_gpu, or a world sized by the device count) that runs its threads on
+    # CPU for want of them: a failure carries the same note as on rank processes (upstream skips it there)
+    shortfall = device_type == "cpu" and run.settings.device != "cpu" and bool(gpus_asked or sized_by_devices)
+    placement = Placement(device_type, len(results), threads_reason(len(results), device_type), shortfall=shortfall)
     facts = verdict.Facts(_short_id(test), len(results), placement,
-                          module_file=getattr(sys.modules.get(type(test).__module__), "__file__", None))
+                          module_file=getattr(sys.modules.get(type(test).__module__), "__file__", None),
+                          gpus_asked=gpus_asked, sized_by_devices=sized_by_devices,
+                          gpus_found=_gpu_count() if shortfall else 0)
     judged = verdict.judge(results, facts, show_output=run.settings.show_output)
-    judged.lines[:] = [line.replace(f"on {placement.label}", f"on {THREADS} ({device_type})") for line in judged.lines]
+    judged.lines[:] = [line.replace(f"on {placement.label}", f"on {THREADS} ({device_type})")
+                       .replace("ran on CPU/gloo", "ran as threads on CPU") for line in judged.lines]
     report.report(test, judged, run.notes)
+
+
+def _gpu_count() -> int:
+    from harness.placement import gpu_count
+
+    return gpu_count()
 
 
 def _short_id(test: Any) -> str:
@@ -263,6 +299,8 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
     except UsageError as exc:
         return local._run_failing(test, result, exc)
     device_type = _device_type(world_size, conf.device)
+    gpus_asked = (gpus_needed(type(test), fn), bool(world_note))
+
     def make_record(seconds: float) -> TestRecord:
         return TestRecord(test_id, world_size, THREADS, threads_reason(world_size, device_type, world_note), seconds,
                           [os.getpid()], False)
@@ -278,6 +316,7 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
             local._recorded(result, notes, started, make_record):
         test.temp_dir, test.file_name = temp_dir, file_name
         test._harness_device_type = device_type
+        test._harness_gpus_asked = gpus_asked
         test._harness_threaded_run = run
         test._harness_threads = None
         _pin_world_size(test, world_size)
@@ -299,6 +338,7 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
                 if changes:
                     notes.altered_by(test_id, changes, "the process that runs threaded tests keeps them")
             test.__dict__.pop("_harness_threaded_run", None)
+            test.__dict__.pop("_harness_gpus_asked", None)
 
 
 def _pin_world_size(test: Any, world_size: int) -> None:

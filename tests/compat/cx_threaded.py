@@ -5,7 +5,7 @@ import threading
 import torch
 import torch.distributed as dist
 
-from harness import DTensorOpTestBase, MultiThreadedTestCase, run_tests
+from harness import DTensorOpTestBase, MultiThreadedTestCase, run_tests, skip_if_lt_x_gpu
 
 SHARED = {}  # module state: the thread ranks of one test share it, as upstream's threads do
 
@@ -75,6 +75,15 @@ class TestEStuckOutsideCollectives(_FourThreads):
         if self.rank == 1:
             threading.Event().wait(60)  # CX-STUCK-HERE: a thread cannot be killed; it is left behind
         dist.all_reduce(torch.ones(1))
+
+
+class TestFWrittenForGpus(_FourThreads):
+    @skip_if_lt_x_gpu(2)
+    def test_fails_on_cpu(self):
+        # upstream skips it without GPUs; the harness runs its threads on CPU, where it fails with the GPU note
+        dist.barrier()
+        if not torch.cuda.is_available():
+            self.fail("CX-GPU-ONLY")
 
 
 class TestDDTensorOps(DTensorOpTestBase):

@@ -116,6 +116,29 @@ class TestCollectives(unittest.TestCase):
             threaded_pg._create(c10d._DistributedBackendOptions())
 
 
+class TestThreadEnd(unittest.TestCase):
+    def test_a_thread_rank_ends_with_no_torch_mode_on_its_stacks(self):
+        # a mode left there is released after join, as the OS thread ends: during the interpreter's exit that
+        # aborts the process (exit status 134) after every test passed
+        from harness.threaded import _drop_thread_modes
+
+        seen: dict[str, int] = {}
+
+        def rank() -> None:
+            torch.set_default_device("cpu")  # what upstream's perThreadSetUp does (TestHSDPWithCustomHook)
+            seen["before"] = torch._C._len_torch_function_stack()
+            _drop_thread_modes()
+            seen["after"] = torch._C._len_torch_function_stack()
+
+        main_before = torch._C._len_torch_function_stack()
+        thread = threading.Thread(target=rank)
+        thread.start()
+        thread.join(60)
+        self.assertGreater(seen["before"], 0)
+        self.assertEqual(seen["after"], 0)
+        self.assertEqual(torch._C._len_torch_function_stack(), main_before)  # the main thread's own stack is its own
+
+
 class TestInProcessOnly(unittest.TestCase):
     def write(self, text: str) -> str:
         fd, path = tempfile.mkstemp(suffix=".py")
