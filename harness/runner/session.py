@@ -99,24 +99,23 @@ def prepare(options: Options) -> Plan:
     from harness import torchrun
 
     conf = _apply(options)
-    if not options.list_only and not (options.jobs > 1 and options.job_of is None) and \
-            not _in_process_only(options.targets):
+    # this process runs the tests itself (not --list, not the parent of -j workers): it may fork ranks
+    runs_here = not options.list_only and not (options.jobs > 1 and options.job_of is None)
+    if runs_here and not _in_process_only(options.targets):
         from harness import template
 
         template.warm(conf.template)  # its torch import overlaps the test modules' (collected next)
     if str(options.root) not in sys.path:  # dotted targets and packages under root import from there
         sys.path.insert(0, str(options.root))
     discovered = collect(options.targets, options.folders, options.root)
-    if not options.list_only and not (options.jobs > 1 and options.job_of is None):
+    if runs_here:
         from harness import template
 
         template.tell()  # what the test modules imported: the template imports it too, while the run goes on
     check_includes(discovered, options.include)
     tests = select(discovered, options.patterns, options.include, options.exclude)
     if not any(_uses_ranks(t) for t in tests):
-        from harness import template
-
-        template.stop(unused=True)  # warmed on speculation; tests that run in this process (threads, local) need none of it
+        end_unused_template()  # warmed on speculation; tests that run in this process (threads, local) need none of it
     notes = []
     if options.shard is not None:
         index, count = options.shard
