@@ -378,8 +378,7 @@ class RankPool(World):
         elapsed = time.monotonic() - test.started
         trouble = test.grace.trouble
         for r in sorted(test.pending):
-            paused = debugging.paused_seconds() - test.paused_before  # at a debugger's prompt: not the test's time
-            if trouble is not None and time.monotonic() < test.deadline + paused:
+            if trouble is not None and time.monotonic() < test.deadline + test.paused():
                 if r in test.meeting:
                     message = test.grace.stopped_at_meeting()
                 else:
@@ -489,7 +488,11 @@ class _InFlight:
         a rank spent at a debugger's prompt; while one is at a prompt, not before the next look."""
         if debugging.in_session() or self.unlimited:
             return time.monotonic() + 1.0
-        return self.grace.limit(self.deadline) + debugging.paused_seconds() - self.paused_before
+        return self.grace.limit(self.deadline) + self.paused()
+
+    def paused(self) -> float:
+        """Seconds a rank of this test spent at a debugger's prompt: not the test's time."""
+        return debugging.paused_seconds() - self.paused_before
 
     @property
     def deadline(self) -> float:
