@@ -1,7 +1,7 @@
 """A rank's output for one test: fds 1 and 2 sent to a file (C++ output too), read back bounded.
 
 The rank captures while a test runs (:class:`Capture`); the parent reads what a rank that died or hung
-printed so far from the same file (:func:`read_bounded`, harness.pool). Either way a test's output comes
+printed so far from the same file (:func:`read_bounded`, harness.parent.pool). Either way a test's output comes
 back as one bounded block, never interleaved with another rank's.
 """
 from __future__ import annotations

@@ -514,7 +514,7 @@ class Lane:
     """One rank's row: how its test ended, its collectives in order, where it parted from the others."""
 
     rank: int
-    status: str  # harness.outcome's word (passed, failed, error, timeout, killed, ...)
+    status: str  # harness.shared.outcome's word (passed, failed, error, timeout, killed, ...)
     line: str  # its one-line outcome
     recorded: bool  # it has a flight-recorder dump (False: it died first, or has no recorder)
     cells: tuple[Cell, ...] = ()
@@ -536,7 +536,7 @@ class Picture:
 def picture(dumps: Mapping[int, Mapping[str, Any] | None], outcomes: Mapping[int, Mapping[str, str]],
             world_size: int) -> Picture:
     """The picture of one test from its ranks' dumps and ``outcomes``: rank -> its texts (``status``, ``line``,
-    ``error``, ``stack``, ``output``; harness.outcome.RankResult's, each already bounded)."""
+    ``error``, ``stack``, ``output``; harness.shared.outcome.RankResult's, each already bounded)."""
     views = analyse(dumps, world_size)
     marked: set[tuple[int, str, int]] = set()  # (rank, group name, seq) of the parting cells
     missing: dict[int, str] = {}

@@ -7,7 +7,7 @@ Two halves, one socket between them:
   process: a Unix socket and a thread. A rank that stops connects, says which test and rank it is, and
   the relay copies the terminal's lines to it and its output to the terminal, one rank at a time (a
   second rank waits in ``accept``'s queue). While a rank is at a prompt the pool's deadline and peer grace
-  are suspended (:func:`in_session`, :func:`paused_seconds`, read by harness.pool).
+  are suspended (:func:`in_session`, :func:`paused_seconds`, read by harness.parent.pool).
 - **the rank** runs the standard library's own ``pdb.Pdb`` on that socket (its ``stdin``/``stdout``), with
   the rank's fds 1 and 2 sent to it too while the prompt is open, so what the rank prints is seen live.
   Nothing of pdb is rewritten: :class:`RankPdb` only opens the connection when pdb first interacts and
@@ -19,7 +19,7 @@ test at once with its file and line, never waiting for the timeout. ``PYTHONBREA
 ``breakpoint()`` as Python does. For an IDE, ``HARNESS_DEBUGPY`` makes each rank wait for debugpy
 (:func:`wait_for_ide`).
 
-Example (what the rank does around each test, harness.rank_task)::
+Example (what the rank does around each test, harness.ranks.task)::
 
     saved = install(task.test_id, rank, task.debug, task.post_mortem)
     ...  # the test: breakpoint() here opens the prompt, or raises NoTerminal when task.debug is None
@@ -40,7 +40,7 @@ import threading
 import time
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.shared.errors import HarnessError
 
 __all__ = ["Relay", "relay_address", "in_session", "paused_seconds", "RankPdb", "NoTerminal", "install",
            "uninstall", "post_mortem", "quit_message", "started_on_terminal", "user_stopped", "wait_for_ide",
@@ -213,7 +213,7 @@ def _read_line(conn: socket.socket) -> str:
 
 
 #: the process's relay, made the first time a test asks for one with a terminal there (the terminal is the
-#: process's, not a run's, like harness.pool's set of live pools)
+#: process's, not a run's, like harness.parent.pool's set of live pools)
 _RELAY: Relay | None = None
 
 
@@ -257,7 +257,7 @@ def relay_address() -> str | None:
 
 
 def in_session() -> bool:
-    """A rank of this process is at a prompt now: nothing may stop it (harness.pool)."""
+    """A rank of this process is at a prompt now: nothing may stop it (harness.parent.pool)."""
     return _RELAY is not None and _RELAY.open
 
 
@@ -389,7 +389,7 @@ def _place(frame: Any) -> str:
 
 
 def _no_terminal(what: str, where: str) -> NoTerminal:
-    from harness.torchrun import launched
+    from harness.torchrun.job import launched
 
     if launched():
         why = ("under torchrun there is no parent to hold a prompt for the ranks; run the test with "

@@ -16,13 +16,13 @@ def run_tests(argv: list[str] | None = None) -> None:
         if __name__ == "__main__":
             run_tests()
     """
-    from harness import torchrun
-    from harness.run import Run
+    from harness.torchrun import job as torchrun
+    from harness.parent.run import Run
 
     run = Run()
     run.warm()
     if not torchrun.launched():
-        from harness import template
+        from harness.parent import template
 
         template.tell()  # the calling module, imported by now, says what the template should import too
 

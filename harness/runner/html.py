@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 
 from harness.capture import bounded_output
 from harness.runner.results import Entry, counts
-from harness.status import BAD, Status
+from harness.shared.status import BAD, Status
 
 __all__ = ["write_html", "render", "picture_html", "failure_extra", "TEXT_LIMIT", "MAX_CELLS", "MAX_LANES",
            "MAX_FAILURES"]

@@ -9,8 +9,8 @@ import unittest
 from typing import Any
 
 from harness import collectives
-from harness.outcome import ERROR, KILLED, PASSED, TIMEOUT, RankResult
-from harness.verdict import merge
+from harness.shared.outcome import ERROR, KILLED, PASSED, TIMEOUT, RankResult
+from harness.judging.verdict import merge
 
 DEFAULT = {"0": {"ranks": [0, 1], "desc": "default_pg", "default": True}}
 
