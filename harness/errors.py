@@ -1,4 +1,5 @@
-"""The harness's exceptions, public: ``HarnessError`` (the root), ``UsageError``, ``RankFailure``, ``RankError``.
+"""The harness's exceptions, public: ``HarnessError`` (the root), ``UsageError``, ``RankFailure``, ``RankError``, and ``NoTerminal`` (a breakpoint
+in a rank with no terminal to open its prompt in).
 
 Example::
 
@@ -6,6 +7,6 @@ Example::
 """
 from __future__ import annotations
 
-from harness.shared.errors import HarnessError, RankAbort, RankError, RankFailure, UsageError
+from harness.shared.errors import HarnessError, NoTerminal, RankAbort, RankError, RankFailure, UsageError
 
-__all__ = ["HarnessError", "UsageError", "RankFailure", "RankError", "RankAbort"]
+__all__ = ["HarnessError", "UsageError", "RankFailure", "RankError", "RankAbort", "NoTerminal"]

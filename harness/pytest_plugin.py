@@ -24,7 +24,7 @@ from typing import Any, Generator
 
 import pytest
 
-from harness import debugging
+from harness.parent import relay
 from harness.shared.config import settings
 from harness.shared.errors import RankError, RankFailure
 from harness.judging.notes import short_id
@@ -39,7 +39,7 @@ _UPSTREAM = pytest.StashKey[Any]()
 
 def _run(config: pytest.Config) -> Run:
     """The pytest session's run (harness.parent.run): made at configure, closed at unconfigure. pytest's ``--pdb``
-    is the harness's too: a post-mortem prompt in the first rank to fail (harness.debugging)."""
+    is the harness's too: a post-mortem prompt in the first rank to fail (harness.parent.relay)."""
     run = config.stash.get(_RUN, None)
     if run is None:
         run = config.stash[_RUN] = Run(settings(pdb=True) if config.getoption("usepdb", False) else None)
@@ -49,8 +49,8 @@ def _run(config: pytest.Config) -> Run:
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: Any, args: Any) -> Generator[None, None, None]:
     # Outside pytest's capture (which takes fd 0 from here on): a breakpoint in a rank gets a prompt on the
-    # terminal the session was started from, written past the capture (harness.debugging).
-    debugging.started_on_terminal(os.isatty(0))
+    # terminal the session was started from, written past the capture (harness.parent.relay).
+    relay.started_on_terminal(os.isatty(0))
     yield
 
 

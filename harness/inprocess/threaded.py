@@ -1,6 +1,6 @@
 """Upstream's threaded classes run as upstream runs them: each rank a thread of the process that runs the test.
 
-``MultiThreadedTestCase`` and its kin (harness.classes.compat) run here, not on rank processes: unittest's own
+``MultiThreadedTestCase`` and its kin (harness.inprocess.threaded_classes) run here, not on rank processes: unittest's own
 run of the test in this process (``setUp`` and ``tearDown`` in the main thread), and inside it, where
 ``setUp`` calls ``self._spawn_threads()``, one thread per rank, each with its own instance of the test,
 its own default group over :mod:`harness.inprocess.threaded_pg`, ``perThreadSetUp``, the test method and

@@ -35,7 +35,7 @@ class TestRecord:
     reused_pool: bool
     examples: int = 1  # hypothesis examples sent to the ranks
     triage: str = ""  # what checking its failure in fresh ranks found (harness.judging.triage.Finding.line)
-    picture: Any = None  # a failure's ranks x collectives (harness.collectives.Picture), for the HTML report
+    picture: Any = None  # a failure's ranks x collectives (harness.judging.analysis.Picture), for the HTML report
 
 
 def short_id(test: Any) -> str:

@@ -21,7 +21,7 @@ def rank_tag(test_id: str, rank: int, world_size: int) -> str:
 
 
 def prefixed(rank: int, text: str) -> str:
-    """Each line of ``text`` behind ``[rank N]`` (the text is already bounded: see harness.capture)."""
+    """Each line of ``text`` behind ``[rank N]`` (the text is already bounded: see harness.shared.output)."""
     lines = text.rstrip("\n").splitlines()
     return "\n".join(f"[rank {rank}] {line}" for line in lines)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from harness import collectives
+from harness.judging import analysis
 from harness.judging import report_text
 from harness.judging.fallback import gpu_skip, needs_cuda, needs_nccl, test_line, upstream_skip
 from harness.shared.outcome import (BAD, CRASHED, ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult,
@@ -217,10 +217,10 @@ def merge(test_id: str, results: list[RankResult], world_size: int, placement: s
     ordered = order_by_cause(results)
     root = ordered[0]
     dumps = {r.rank: r.collectives for r in results if r.collectives is not None}
-    section = collectives.section(dumps, world_size) if dumps else ""
+    section = analysis.section(dumps, world_size) if dumps else ""
     blame = None
     if dumps and (root.peer_effect or root.status in (TIMEOUT, KILLED)):
-        blame = collectives.culprit(dumps, [r.rank for r in results if r.status in (PASSED, SKIPPED)], world_size)
+        blame = analysis.culprit(dumps, [r.rank for r in results if r.status in (PASSED, SKIPPED)], world_size)
     if blame is not None:
         # The root cause is a rank that ended its test normally while a peer waited for it in a collective it
         # never called: that rank, whatever the peer's error says.

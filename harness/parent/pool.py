@@ -22,11 +22,13 @@ import time
 import weakref
 from typing import Any, Iterator
 
-from harness import collectives, debugging
+from harness.judging.analysis import stuck
+from harness.parent import relay
+from harness.parent.recorders import request_dumps
 from harness.parent import template
 from harness.shared.config import Settings
 from harness.shared.errors import HarnessError
-from harness.capture import read_bounded
+from harness.shared.output import read_bounded
 from harness.shared.grace import PeerGrace, Trouble
 from harness.shared.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
                              tidy_stack)
@@ -242,7 +244,7 @@ class RankPool(World):
             shutil.rmtree(scratch, ignore_errors=True)
 
     def debug_address(self) -> str | None:
-        return debugging.relay_address()  # this process owns the terminal, if there is one
+        return relay.relay_address()  # this process owns the terminal, if there is one
 
     def left_altered(self, results: list[RankResult]) -> str:
         self.close()  # Pools makes a new pool for the next test
@@ -304,7 +306,7 @@ class RankPool(World):
     def _look_for_stuck_peers(self, test: _InFlight, now: float) -> None:
         """A rank's test ended while its peers' goes on: a peer that waits in a collective or a group's
         creation that the returned rank can never join waits forever: the grace starts now."""
-        if test.check_at is None or test.grace.running or now < test.check_at or debugging.in_session():
+        if test.check_at is None or test.grace.running or now < test.check_at or relay.in_session():
             return  # (the peers of a rank at a prompt wait for it: that is no hang)
         found = self._never_ending(test.results, test.pending)
         test.check_at = time.monotonic() + RECHECK
@@ -360,8 +362,8 @@ class RankPool(World):
         """Every rank's result: the ones that came, and for the ranks still running (stopped now: past the
         grace or the deadline) what they were doing."""
         went_wrong = bool(test.pending) or any(r.is_bad for r in test.results.values())
-        # each live rank's collectives in the test, before any is stopped (harness.collectives)
-        dumps = collectives.request_dumps(self.dir, [r for r in range(self.world_size) if self.procs[r].is_alive()]
+        # each live rank's collectives in the test, before any is stopped (harness.ranks.recorder)
+        dumps = request_dumps(self.dir, [r for r in range(self.world_size) if self.procs[r].is_alive()]
                                           ) if went_wrong else {}
         if test.pending:
             self._stop_pending(test)
@@ -403,14 +405,14 @@ class RankPool(World):
                 test.results[r] = early
 
     def _never_ending(self, results: dict[int, RankResult], pending: set[int]) -> dict[int, str]:
-        """Ranks in ``pending`` that wait for what a rank whose test ended can never do (harness.collectives:
+        """Ranks in ``pending`` that wait for what a rank whose test ended can never do (harness.judging.analysis:
         each rank's collectives, asked of the live ranks), each with why."""
         went = {PASSED: "passed", SKIPPED: "was skipped"}
         returned = {r: went.get(res.status, "failed") for r, res in results.items() if self.procs[r].is_alive()}
         if not returned:
             return {}
-        dumps = collectives.request_dumps(self.dir, sorted(set(pending) | set(returned)), timeout=1.0)
-        return collectives.stuck(dumps, returned, pending, self.world_size)
+        dumps = request_dumps(self.dir, sorted(set(pending) | set(returned)), timeout=1.0)
+        return stuck(dumps, returned, pending, self.world_size)
 
     def _output(self, r: int) -> str:
         """What rank ``r`` printed in the test so far (bounded: HARNESS_OUTPUT_LIMIT); its own capture is gone."""
@@ -476,24 +478,24 @@ class _InFlight:
     reported: dict[int, list[SubtestOutcome]] = dataclasses.field(default_factory=dict)  # what it said at meetings
     failing: dict[int, RankResult] = dataclasses.field(default_factory=dict)  # a failure before its tearDown ran
     check_at: float | None = None  # when to look whether a returned rank left its peers waiting forever
-    paused_before: float = 0.0  # harness.debugging.paused_seconds() when the test started
+    paused_before: float = 0.0  # harness.parent.relay.paused_seconds() when the test started
     unlimited: bool = False  # HARNESS_DEBUGPY: an IDE's debugger may hold any rank at any time; nothing is stopped
 
     def __post_init__(self) -> None:
         self.pending = set(range(self.world_size))
         self.reported = {r: [] for r in range(self.world_size)}
-        self.paused_before = debugging.paused_seconds()
+        self.paused_before = relay.paused_seconds()
 
     def limit(self) -> float:
         """When the ranks still running are stopped: the deadline or the grace's end, both moved by the time
         a rank spent at a debugger's prompt; while one is at a prompt, not before the next look."""
-        if debugging.in_session() or self.unlimited:
+        if relay.in_session() or self.unlimited:
             return time.monotonic() + 1.0
         return self.grace.limit(self.deadline) + self.paused()
 
     def paused(self) -> float:
         """Seconds a rank of this test spent at a debugger's prompt: not the test's time."""
-        return debugging.paused_seconds() - self.paused_before
+        return relay.paused_seconds() - self.paused_before
 
     @property
     def deadline(self) -> float:

@@ -65,10 +65,12 @@ class Run:
         torchrun's launched job when this process is one of its ranks (made here, with this run's settings,
         and held by this run alone: a process joins its job once)."""
         if self._worlds is None:
-            from harness.torchrun import job as torchrun
+            from harness.shared.launcher import launched
 
-            if torchrun.launched():
-                self._worlds = torchrun.LaunchedJob(self.settings)
+            if launched():
+                from harness.torchrun.job import LaunchedJob
+
+                self._worlds = LaunchedJob(self.settings)
             else:
                 from harness.parent.pool import Pools
 

@@ -86,7 +86,7 @@ def _unavailable() -> str:
 
 
 def _launched() -> bool:
-    from harness.torchrun.job import launched
+    from harness.shared.launcher import launched
 
     return launched()
 

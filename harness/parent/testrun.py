@@ -15,7 +15,9 @@ import time
 import unittest
 from typing import Any, Callable
 
-from harness import capture, collectives, debugging
+from harness.judging import analysis
+from harness.parent import relay
+from harness.shared.output import bounded_output
 from harness.judging import report, triage, verdict
 from harness.shared.config import Settings
 from harness.testing.decorators import defined_at, gpus_needed, markers
@@ -125,7 +127,7 @@ class TestRun:
         self.started = time.monotonic()
         self.reused = True
         self.pids: list[int] = []
-        self.picture: collectives.Picture | None = None  # the last failing run's ranks x collectives
+        self.picture: analysis.Picture | None = None  # the last failing run's ranks x collectives
 
     def facts(self, **more: Any) -> Facts:
         """What the parent knows of this test beside its ranks' results (``more``: what one run of it added)."""
@@ -161,8 +163,8 @@ class TestRun:
             self.notes.altered_by(self.test_id, changes, then)
             altered = {"altered": tuple(changes), "then": then, "fail_altered": self.conf.env_changed == "fail"}
         elif (len(world.history) > 1 and self.conf.triage and not self.triage_settled
-              and not any(debugging.user_stopped(r.exc_type) for r in results)
-              and not debugging.was_debugged(self.test_id)
+              and not any(relay.user_stopped(r.exc_type) for r in results)
+              and not relay.was_debugged(self.test_id)
               and verdict.judge(results, self.facts()).fails):
             results = self.triage(world, task, world.history[:-1], results)  # the tests these ranks ran before it
         worlds.done_with(world, self.conf)
@@ -223,15 +225,15 @@ class TestRun:
                                      self.reused, self.examples, self.triage_line, self.picture))
 
 
-def picture_of(results: list[RankResult], world_size: int) -> collectives.Picture:
+def picture_of(results: list[RankResult], world_size: int) -> analysis.Picture:
     """A failing run's ranks and collectives as data (what the HTML report draws), each text bounded."""
     def cut(text: str) -> str:  # a rank's output may hold what is not UTF-8 (surrogates): replaced, never raised
-        return capture.bounded_output(text.encode("utf-8", "replace"))
+        return bounded_output(text.encode("utf-8", "replace"))
 
     said = {r.rank: {"status": r.status, "line": r.one_line(), "error": cut(r.traceback or r.message),
                      "stack": cut(r.stack), "output": cut(r.output)} for r in results}
     dumps = {r.rank: r.collectives for r in results if r.collectives is not None}
-    return collectives.picture(dumps, said, world_size)
+    return analysis.picture(dumps, said, world_size)
 
 
 def run_test(test: unittest.TestCase, run: Run, result: Any = None) -> None:

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from harness import collectives
+from harness.ranks import recorder
 from harness.shared.config import Settings
 from harness.ranks.gpu import take_gpu
 from harness.shared.outcome import RankResult, SubtestOutcome, capture_exception, sendable
@@ -162,7 +162,7 @@ def _serve(conn: Any, rank: int, world_size: int, placement: Placement, pool_dir
     except BaseException as exc:  # noqa: B902
         conn.send(StartFailed(capture_exception(exc)))
         return
-    collectives.serve_dumps(pool_dir, rank)  # the parent can read this rank's collectives, even in a hang
+    recorder.serve_dumps(pool_dir, rank)  # the parent can read this rank's collectives, even in a hang
     conn.send(Ready(os.getpid()))
     while True:
         try:

@@ -1,7 +1,7 @@
 """One test as one rank runs it: bound to the rank, from a fresh rank's state, its outcome as a RankResult.
 
 A spawned rank (harness.ranks.process) and a rank torchrun launched (harness.torchrun.job) both call :func:`run_task`
-for each test: the test's output is captured (harness.capture), its process group made or kept
+for each test: the test's output is captured (harness.ranks.capture), its process group made or kept
 (harness.ranks.comms) on the backend its placement gives (harness.shared.placement), its process state recorded and put
 back (harness.ranks.isolation), and its GPU checked after it (harness.ranks.cuda_state).
 """
@@ -18,10 +18,10 @@ import time
 import unittest
 from typing import Any
 
-from harness import collectives, debugging
+from harness.ranks import debugger, recorder
 from harness.ranks import cuda_state, isolation
 from harness.testing import subtests
-from harness.capture import Capture
+from harness.ranks.capture import Capture
 from harness.ranks.comms import forget_destroyed_groups
 from harness.shared.config import Settings
 from harness.shared.outcome import ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable
@@ -114,7 +114,7 @@ class _RankResultCollector(unittest.TestResult):
 
     def __init__(self, recorder: subtests.SubtestRecorder, rank: int = 0, notice: Any = None):
         super().__init__()
-        self.post_mortem = False  # --pdb: the first failure opens a post-mortem prompt (harness.debugging)
+        self.post_mortem = False  # --pdb: the first failure opens a post-mortem prompt (harness.ranks.debugger)
         self.problems: list[tuple[str, BaseException]] = []
         self.skip_reason: str | None = None
         self.recorder = recorder
@@ -124,9 +124,9 @@ class _RankResultCollector(unittest.TestResult):
     def _problem(self, err: Any) -> None:
         exc = err[1] if err[1] is not None else err[0]()
         self.problems.append((FAILED if isinstance(exc, AssertionError) else ERROR, exc))
-        if self.post_mortem and len(self.problems) == 1 and not isinstance(exc, (bdb.BdbQuit, debugging.NoTerminal)):
+        if self.post_mortem and len(self.problems) == 1 and not isinstance(exc, (bdb.BdbQuit, debugger.NoTerminal)):
             # before the parent hears of it: the peers wait (no grace yet) while the user looks
-            debugging.post_mortem(exc)
+            debugger.post_mortem(exc)
 
     def _tell_parent(self) -> None:
         """The first failure of the test (setUp or the body), sent before tearDown and the cleanups run."""
@@ -198,7 +198,7 @@ def run_task(task: Task, ctx: RankContext) -> RankResult:
     undo, whatever HARNESS_ENV_CHANGED says.
     """
     start = time.monotonic()
-    collectives.enable()  # before the first process group: torch's flight recorder (harness.collectives)
+    recorder.enable()  # before the first process group: torch's flight recorder (harness.ranks.recorder)
     baseline = cuda_state.before_test()
     result = _run_in_rank(task, ctx)
     broken, left = cuda_state.after_test(baseline, f"{result.exc_type}: {result.message}")
@@ -240,11 +240,11 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
                 else:
                     # A plain MultiProcessTestCase makes its own group (upstream style, file://self.file_name).
                     keeper.release()
-            collectives.begin_test()  # the collectives recorded from here on are the test's
+            recorder.begin_test()  # the collectives recorded from here on are the test's
             # before the state is recorded, so that isolation finds the hooks as it left them
-            debug_hooks = debugging.install(task.test_id, ctx.rank, task.debug, task.post_mortem)
+            debug_hooks = debugger.install(task.test_id, ctx.rank, task.debug, task.post_mortem)
             if task.debugpy is not None:
-                debugging.wait_for_ide(task.debugpy + ctx.rank, task.test_id, ctx.rank)
+                debugger.wait_for_ide(task.debugpy + ctx.rank, task.test_id, ctx.rank)
             snapshot = isolation.record() if task.isolate else None
             example = _bound_method(test, task, fn)
             if example is not None:
@@ -257,7 +257,7 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
                 result.status = status
                 result.exc_type, result.message, result.traceback = capture_exception(exc)
                 if isinstance(exc, bdb.BdbQuit):
-                    result.message = debugging.quit_message()
+                    result.message = debugger.quit_message()
                 for _, more in collector.problems[1:]:
                     result.traceback = (result.traceback.rstrip() + "\n\nAnd, in tearDown or a cleanup of the "
                                         "same test:\n\n" + capture_exception(more)[2])
@@ -280,7 +280,7 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
             if snapshot is not None:
                 result.altered = isolation.restore(snapshot)
             if debug_hooks is not None:
-                debugging.uninstall(debug_hooks)
+                debugger.uninstall(debug_hooks)
             if keeper is not None:
                 try:
                     _after_test(keeper, result)
@@ -310,7 +310,7 @@ def _after_test(keeper: Any, result: RankResult) -> None:
 
     if keeper.backend is not None:
         result.default_group = dist.is_initialized()  # the parent compares the ranks (verdict.world_changes)
-    collectives.note_groups()  # a report after this test still names the groups it made
+    recorder.note_groups()  # a report after this test still names the groups it made
 
     try:
         keeper.forget_if_gone()

@@ -119,7 +119,7 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
                 f.write("".join(i + "\n" for i in part))
             proc = subprocess.Popen(worker_argv(options, profile, ids_file, report_file), cwd=str(options.root),
                                     env=env, stdin=subprocess.DEVNULL,  # no worker owns the terminal: a
-                                    # breakpoint there fails its test at once (harness.debugging)
+                                    # breakpoint there fails its test at once (harness.parent.relay)
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     errors="replace")
             tail: list[str] = []

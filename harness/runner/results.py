@@ -45,7 +45,7 @@ class Entry:
     output: str = ""
     examples: int = 0  # hypothesis examples run (0: not a harness test)
     triage: str = ""  # what checking its failure in fresh ranks found (harness.judging.triage)
-    picture: Any = None  # a failure's ranks x collectives (harness.collectives.Picture): the HTML report draws it
+    picture: Any = None  # a failure's ranks x collectives (harness.judging.analysis.Picture): the HTML report draws it
     real: bool = True  # False: an import failure or a class/module set-up error, not a test of its own
 
     @property

@@ -41,7 +41,7 @@ class Options:
     shuffle_seed: int | None = None
     fail_env_changed: bool = False
     triage: bool = True  # False: --no-triage
-    pdb: bool = False  # --pdb: a post-mortem prompt in the first rank to fail (harness.debugging)
+    pdb: bool = False  # --pdb: a post-mortem prompt in the first rank to fail (harness.ranks.debugger)
     buffer: bool = True
     verbose: bool = False
     junit_xml: str | None = None
@@ -97,7 +97,7 @@ def prepare(options: Options) -> Plan:
 
         plan = prepare(Options(root=Path.cwd(), patterns=("parity",)))
     """
-    from harness.torchrun import job as torchrun
+    from harness.shared import launcher
 
     conf = _apply(options)
     # this process runs the tests itself (not --list, not the parent of -j workers): it may fork ranks
@@ -131,7 +131,7 @@ def prepare(options: Options) -> Plan:
         tests = shuffle(tests, options.shuffle_seed)
         notes.append(f"shuffled with seed {options.shuffle_seed} (--shuffle {options.shuffle_seed} runs this order "
                      "again)")
-    return Plan(options, tests, len(discovered), notes, conf, reporting=torchrun.launched_rank() == 0)
+    return Plan(options, tests, len(discovered), notes, conf, reporting=launcher.launched_rank() == 0)
 
 
 #: the classes whose tests run in the runner's own process (threads, simulated ranks), and those run on ranks
@@ -211,9 +211,9 @@ def _header(plan: Plan) -> str:
 
 
 def _parallel(plan: Plan) -> bool:
-    from harness.torchrun import job as torchrun
+    from harness.shared import launcher
 
-    return plan.options.jobs > 1 and plan.options.job_of is None and not torchrun.launched() and len(plan.tests) > 1
+    return plan.options.jobs > 1 and plan.options.job_of is None and not launcher.launched() and len(plan.tests) > 1
 
 
 def _run(plan: Plan, out: TextIO) -> ExitCode:

@@ -5,7 +5,7 @@ there, and that path stays when the modules behind it move.
 """
 from __future__ import annotations
 
-__all__ = ["HarnessError", "UsageError", "RankFailure", "RankError", "RankAbort"]
+__all__ = ["HarnessError", "UsageError", "RankFailure", "RankError", "RankAbort", "NoTerminal"]
 
 
 class HarnessError(Exception):
@@ -24,6 +24,10 @@ class RankError(HarnessError):
     """One or more ranks raised, crashed or hung: unittest reports it as an error."""
 
 
+class NoTerminal(HarnessError):
+    """A breakpoint in a rank of a run that has no terminal to open a prompt in: the test fails at once."""
+
+
 class RankAbort(BaseException):
     """A crash or timeout inside a hypothesis example.
 
@@ -36,6 +40,6 @@ class RankAbort(BaseException):
         self.error = error
 
 
-for _cls in (HarnessError, UsageError, RankFailure, RankError, RankAbort):
+for _cls in (HarnessError, UsageError, RankFailure, RankError, RankAbort, NoTerminal):
     _cls.__module__ = "harness.errors"  # the public path a report prints and a user catches them by
 del _cls

@@ -71,7 +71,7 @@ class RankResult:
     altered: list[str] = dataclasses.field(default_factory=list)  # what the test left that could not be put back
     default_group: bool | None = None  # the harness's default group still there after the test (None: it had none)
     cuda_broken: str = ""  # the test left this rank's CUDA context unusable (a sticky error): why
-    #: the rank's collectives in the test (harness.collectives: a dump), taken when the test went wrong
+    #: the rank's collectives in the test (harness.ranks.recorder: a dump), taken when the test went wrong
     collectives: dict[str, Any] | None = None
 
     @property

@@ -14,16 +14,23 @@ The flow of one test on a pool::
     rank -> parent         Done(result)           the test is over on this rank
 
 and, around the rank's life, ``Ready(pid)`` or ``StartFailed(error)`` once, ``Shutdown()`` at the end.
+
+Beside the pipe, two side channels that work while a rank's main thread is blocked: the flight recorder's
+files (:func:`dump_paths`: ``harness.parent.recorders`` asks, ``harness.ranks.recorder`` answers) and the
+debugger's socket (``harness.ranks.debugger`` connects to ``harness.parent.relay``; :func:`read_line`,
+:data:`QUIT_MARK`).
 """
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
 from typing import Any, Collection, Mapping, Union
 
 from harness.shared.outcome import RankResult, SubtestOutcome
 
 __all__ = ["Task", "Ready", "StartFailed", "Failing", "Meet", "Done", "Go", "Stop", "Shutdown", "FromRank",
-           "ToRank", "meeting_call", "group_timeout"]
+           "ToRank", "meeting_call", "group_timeout", "dump_paths", "read_line", "QUIT_MARK"]
 
 
 @dataclasses.dataclass
@@ -47,7 +54,7 @@ class Task:
     world_size: int = 0  # the parent's world size for this test; the ranks' self.world_size says it (0: unset)
     timeout: float = 0.0  # the test's time limit in seconds; the process group's own timeout stays above it
     test_id: str = ""  # the test as reports name it (module as the user named it: __main__ -> the file's stem)
-    #: the parent's debugger relay (harness.debugging): where a rank that stops opens its prompt; None: the
+    #: the parent's debugger relay (harness.parent.relay): where a rank that stops opens its prompt; None: the
     #: run has no terminal, and a breakpoint fails the test at once
     debug: str | None = None
     post_mortem: bool = False  # --pdb / HARNESS_PDB: a post-mortem prompt in the first rank to fail
@@ -164,3 +171,23 @@ def group_timeout(test_timeout: float) -> float:
         group_timeout(3600)   # 3660.0
     """
     return max(GROUP_TIMEOUT_FLOOR, test_timeout + GROUP_TIMEOUT_MARGIN)
+
+
+def dump_paths(directory: str, rank: int) -> tuple[str, str]:
+    """The FIFO a rank's recorder is asked through and the file it answers in, in the pool's ``directory``."""
+    return os.path.join(directory, f"rank{rank}.fr.req"), os.path.join(directory, f"rank{rank}.fr.json")
+
+
+#: what a rank sends its relay, last, when the user quit at its prompt (bytes no pdb session prints)
+QUIT_MARK = b"\x00harness:quit\x00"
+
+
+def read_line(conn: socket.socket) -> str:
+    """One line from the debugger's socket (the header a rank sends, the relay's answer)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace")

@@ -50,7 +50,7 @@ class World(abc.ABC):
         and reported)."""
 
     def debug_address(self) -> str | None:
-        """Where a rank that stops at a breakpoint opens its prompt (harness.debugging); None: nowhere, the
+        """Where a rank that stops at a breakpoint opens its prompt (harness.parent.relay); None: nowhere, the
         test fails at once (torchrun's ranks have no parent to relay a terminal)."""
         return None
 

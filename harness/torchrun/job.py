@@ -32,12 +32,13 @@ import time
 import unittest
 from typing import Any, Iterator
 
-from harness import collectives
+from harness.ranks import recorder
 from harness.ranks.comms import ProcessGroupKeeper
 from harness.shared.config import Settings
 from harness.shared.errors import HarnessError, RankError
-from harness.capture import write_to_real_stderr
+from harness.ranks.capture import write_to_real_stderr
 from harness.ranks.gpu import take_gpu
+from harness.shared.launcher import launched_rank, report_stream
 from harness.shared.grace import PeerGrace, Trouble
 from harness.torchrun.job_store import Collectives, Example, JobOver, JobStore, Keys, Leaving, Seed, Steps, TempDir
 from harness.shared.outcome import PASSED, TIMEOUT, RankResult, tidy_stack
@@ -47,33 +48,16 @@ from harness.ranks.task import RankContext, run_task
 from harness.judging.verdict import Facts, judge
 from harness.shared.world import World, Worlds
 
-__all__ = ["launched", "launched_rank", "LaunchedJob", "main_module_entry", "report_stream"]
+__all__ = ["LaunchedJob", "main_module_entry"]
 
 # Frames of this module are hidden from unittest's tracebacks.
 __unittest = True
 
-_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 _WENT = {"failed": "failed", "error": "raised", "skipped": "was skipped"}  # a combination's status, in words
 
 
 #: seconds that stand for "no limit" under HARNESS_DEBUGPY (a week: time.monotonic() arithmetic stays finite)
 _NO_LIMIT = 7 * 24 * 3600.0
-
-
-def launched() -> bool:
-    """True in a process that torchrun (or another env:// launcher) started as one rank."""
-    return all(k in os.environ for k in _ENV) and ("MASTER_ADDR" in os.environ or "TORCHELASTIC_RUN_ID" in os.environ)
-
-
-def launched_rank() -> int:
-    return int(os.environ.get("RANK", "0")) if launched() else 0
-
-
-def report_stream() -> Any:
-    """Where a runner writes its report: stderr on rank 0, nowhere on the other ranks."""
-    if launched_rank() == 0:
-        return sys.stderr
-    return open(os.devnull, "w")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,7 +259,7 @@ class LaunchedJob(World, Worlds):
 
     def run(self, task: Task, peer_grace: float) -> list[RankResult]:
         timeout = task.timeout
-        if task.debugpy is not None:  # an IDE's debugger may hold a rank at any time (harness.debugging)
+        if task.debugpy is not None:  # an IDE's debugger may hold a rank at any time (harness.ranks.debugger)
             timeout, peer_grace = _NO_LIMIT, _NO_LIMIT
         keys = self.steps.next()
         grace = PeerGrace(peer_grace)
@@ -366,12 +350,12 @@ class LaunchedJob(World, Worlds):
         return results
 
     def _share_collectives(self, keys: Keys, results: list[RankResult], wait_s: float = 2.0) -> None:
-        """The test went wrong: every rank posts its collectives in the test (harness.collectives) to the store
+        """The test went wrong: every rank posts its collectives in the test (harness.ranks.recorder) to the store
         and puts each rank's on its result (a rank that hung posted them with its result), so that every rank
         reaches the same verdict."""
         mine = results[self.rank].collectives
         if mine is None:
-            mine = results[self.rank].collectives = collectives.own_dump(self.rank)
+            mine = results[self.rank].collectives = recorder.own_dump(self.rank)
         self.store.post(keys.collectives(self.rank), Collectives(mine))
         # a rank with no result of its own (it died, or hangs without a watchdog's word) posts nothing
         wanted = {r.rank for r in results if r.collectives is None and r.rank != self.rank and r.status != TIMEOUT}
@@ -398,7 +382,7 @@ class LaunchedJob(World, Worlds):
                                 message=f"timed out after {cur.timeout:.0f} s (raise the class's `timeout` or "
                                         "set HARNESS_TIMEOUT)")
             try:
-                result.collectives = collectives.own_dump(self.rank)  # read while the main thread waits
+                result.collectives = recorder.own_dump(self.rank)  # read while the main thread waits
             except Exception:
                 pass
             result.arrived = float(self.store.ticket(cur.keys.arrivals))

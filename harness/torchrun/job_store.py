@@ -51,7 +51,7 @@ class Example:
 
 @dataclasses.dataclass
 class Collectives:
-    """A rank's collectives in a test that went wrong (harness.collectives: a dump)."""
+    """A rank's collectives in a test that went wrong (harness.ranks.recorder: a dump)."""
 
     dump: dict[str, Any] | None
 

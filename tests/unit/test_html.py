@@ -6,7 +6,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from harness import collectives
+from harness.judging import analysis as collectives
 from harness.runner.html import MAX_FAILURES, TEXT_LIMIT, render, write_html
 from harness.runner.results import Entry, Problem
 from harness.shared.status import Status

@@ -6,7 +6,7 @@ import pickle
 import tempfile
 import unittest
 
-from harness.capture import bounded_output, read_bounded
+from harness.shared.output import bounded_output, read_bounded
 from harness.shared.outcome import ERROR, FAILED, RankResult, SubtestOutcome, capture_exception, sendable
 
 

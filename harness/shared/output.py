@@ -1,16 +1,15 @@
-"""A rank's output for one test: fds 1 and 2 sent to a file (C++ output too), read back bounded.
+"""A rank's output, bounded: what both sides keep of it, and how much.
 
-The rank captures while a test runs (:class:`Capture`); the parent reads what a rank that died or hung
-printed so far from the same file (:func:`read_bounded`, harness.parent.pool). Either way a test's output comes
-back as one bounded block, never interleaved with another rank's.
+The rank captures while a test runs (``harness.ranks.capture``); the parent reads what a rank that died or
+hung printed so far from the same file (:func:`read_bounded`, ``harness.parent.pool``). Either way a test's
+output comes back as one bounded block, never interleaved with another rank's.
 """
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
-__all__ = ["Capture", "write_to_real_stderr", "bounded_output", "read_bounded", "OUTPUT_LIMIT"]
+__all__ = ["bounded_output", "read_bounded", "flush_std", "OUTPUT_LIMIT"]
 
 
 #: bytes of one rank's output kept for one test: the first and the last half, the cut said between
@@ -51,41 +50,10 @@ def read_bounded(path: str, offset: int = 0, limit: int = OUTPUT_LIMIT) -> str:
         return ""
 
 
-def write_to_real_stderr(text: str) -> None:
-    """Write past a test's capture (used by torchrun's watchdog while the test's thread is stuck)."""
-    fd = Capture.active_stderr if Capture.active_stderr is not None else 2
-    os.write(fd, text.encode("utf-8", "replace"))
-
-
-class Capture:
-    """Send fds 1 and 2 to a file for one test, so C++ output (gloo, NCCL) is caught as well."""
-
-    active_stderr: int | None = None  # the real stderr while a capture is on
-
-    def __init__(self, path: str, limit: int):
-        self.path = path
-        self.limit = limit
-
-    def __enter__(self) -> "Capture":
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self.saved = (os.dup(1), os.dup(2))
-        self.file = open(self.path, "w+b")
-        os.dup2(self.file.fileno(), 1)
-        os.dup2(self.file.fileno(), 2)
-        Capture.active_stderr = self.saved[1]
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
+def flush_std() -> None:
+    """Flush Python's stdout and stderr before their fds are redirected (a capture, a debugger's prompt)."""
+    for stream in (sys.stdout, sys.stderr):
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            stream.flush()
         except Exception:
             pass
-        Capture.active_stderr = None
-        os.dup2(self.saved[0], 1)
-        os.dup2(self.saved[1], 2)
-        os.close(self.saved[0])
-        os.close(self.saved[1])
-        self.file.close()
-        self.text = read_bounded(self.path, limit=self.limit)

@@ -1,19 +1,10 @@
-"""A hang or a desync at the collective level: each rank's recent collectives (torch's flight recorder), and
-where the ranks part.
+"""A hang or a desync at the collective level, read from the ranks' flight-recorder dumps: where the ranks part.
 
-Three parts, in the order the data flows:
-
-* in a rank: :func:`enable` turns torch's flight recorder on before the first process group
-  (``TORCH_FR_BUFFER_SIZE``); :func:`begin_test` marks where a test starts; :func:`own_dump` turns the
-  recorder's entries since then into a small dict (a "dump"): per collective its group, its number on that
-  group counted from the test's start, its op, sizes and dtypes, and whether it finished.
-  :func:`serve_dumps` runs a thread that writes a dump when the parent asks (a FIFO in the pool's
-  directory), even while the rank's main thread is blocked inside a collective;
-* in the parent of a pool: :func:`request_dumps` asks live ranks for their dumps;
-* anywhere, pure functions over dumps (rank -> dump): :func:`analyse` (per group, each rank's last
-  collective and the first point where the ranks differ), :func:`stuck` (ranks waiting for a collective
-  or a process group that a rank which left the test can never join), :func:`culprit` and
-  :func:`section` (the text a report shows before the stacks).
+Pure functions over dumps (rank -> dump, as ``harness.ranks.recorder`` makes them): :func:`analyse` (per
+group, each rank's last collective and the first point where the ranks differ), :func:`stuck` (ranks waiting
+for a collective or a process group that a rank which left the test can never join), :func:`culprit` and
+:func:`section` (the text a report shows before the stacks), :func:`picture` (the ranks x collectives the
+HTML report draws).
 
 Comparing two collectives is torch's own rule (``torch.distributed.flight_recorder``'s ``Op.match``);
 what is written here is the glue. The same records come from NCCL's recorder (``_dump_nccl_trace_json``).
@@ -21,242 +12,16 @@ what is written here is the glue. The same records come from NCCL's recorder (``
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import sys
-import threading
-import time
 from typing import Any, Iterable, Mapping
 
-__all__ = ["enable", "begin_test", "note_groups", "own_dump", "serve_dumps", "request_dumps", "Call", "GroupView",
-           "Cell", "Lane", "Picture", "picture", "analyse", "stuck", "culprit", "section", "describe_call",
-           "group_label"]
+__all__ = ["Call", "GroupView", "Cell", "Lane", "Picture", "picture", "analyse", "stuck", "culprit", "section",
+           "describe_call", "group_label"]
 
-#: entries torch keeps (a ring): enough for the collectives of one test, a few hundred KiB at most
-BUFFER = 2000
-#: functions of torch.distributed.distributed_c10d inside which a rank waits for the world to create a group
-_CREATION = frozenset({"_new_process_group_helper", "_store_based_barrier", "init_process_group"})
+
 #: c10d's names of scalar types (as the recorder writes them) -> torch's
 _DTYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Int": "int32",
            "Long": "int64", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
            "ComplexFloat": "complex64", "ComplexDouble": "complex128", "ComplexHalf": "complex32"}
-
-
-# ---- in a rank --------------------------------------------------------------------------------------
-
-
-def enable() -> None:
-    """Keep torch's flight recorder from the first process group on (torch reads the variable then).
-
-    A value already set wins: ``TORCH_FR_BUFFER_SIZE=0`` turns the recorder, and this report, off.
-    """
-    if "TORCH_FR_BUFFER_SIZE" not in os.environ:
-        os.environ["TORCH_FR_BUFFER_SIZE"] = str(BUFFER)
-
-
-@dataclasses.dataclass
-class _Mark:
-    since_ns: int = 0  # the recorder's clock (the wall clock, ns) when the test started
-    base: dict[str, int] = dataclasses.field(default_factory=dict)  # group name -> its sequence number then
-    groups: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # name -> ranks, desc, default
-
-
-_mark = _Mark()
-
-
-def _c10d() -> Any:
-    """torch.distributed's c10d module if this process imported it (never imports torch itself)."""
-    module = sys.modules.get("torch.distributed.distributed_c10d")
-    return module if module is not None and getattr(module, "is_initialized", lambda: False)() else None
-
-
-def begin_test() -> None:
-    """The test starts now (after the harness set up its default group): later collectives are its own."""
-    _mark.since_ns = time.time_ns()
-    _mark.base = {}
-    _mark.groups = {}
-    c10d = _c10d()
-    if c10d is None:
-        return
-    for pg, name in list(c10d._world.pg_names.items()):
-        try:
-            _mark.base[name] = int(pg._get_sequence_number_for_group())
-        except Exception:
-            pass
-
-
-def note_groups() -> None:
-    """Remember the members of the groups alive now (before the harness destroys the test's groups), so a
-    dump taken afterwards still names them."""
-    c10d = _c10d()
-    if c10d is None:
-        return
-    try:
-        default = c10d._world.default_pg
-        for pg, name in list(c10d._world.pg_names.items()):
-            ranks = sorted(c10d._world.pg_group_ranks.get(pg, {}))
-            _mark.groups[name] = {"ranks": ranks, "desc": str(getattr(pg, "group_desc", "") or ""),
-                                  "default": pg is default}
-    except Exception:
-        pass
-
-
-def _raw_entries() -> list[dict[str, Any]]:
-    """The recorder's entries: gloo's (and other CPU backends') and, in a CUDA build, NCCL's."""
-    try:
-        from torch._C import _distributed_c10d as c
-    except ImportError:
-        return []
-    entries: list[dict[str, Any]] = []
-    for name in ("_dump_fr_trace_json", "_dump_nccl_trace_json"):
-        dump = getattr(c, name, None)
-        if dump is None:
-            continue
-        try:
-            raw = dump(includeCollectives=True, onlyActive=False)
-        except TypeError:
-            raw = dump()
-        except Exception:
-            continue
-        try:
-            entries += json.loads(raw).get("entries", []) or []
-        except Exception:
-            continue
-    return entries
-
-
-def _in_group_creation() -> bool:
-    """Whether the main thread waits inside process-group creation (which every rank of the world joins)."""
-    frame = sys._current_frames().get(threading.main_thread().ident or -1)
-    while frame is not None:
-        if frame.f_code.co_name in _CREATION and frame.f_code.co_filename.endswith("distributed_c10d.py"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def own_dump(rank: int) -> dict[str, Any] | None:
-    """This rank's collectives since the test started, as a dump (None: torch.distributed was never used).
-
-    Callable from any thread, also while the main thread is blocked inside a collective.
-    """
-    if "torch.distributed" not in sys.modules:
-        return None
-    since = _mark.since_ns
-    by_pg: dict[Any, list[dict[str, Any]]] = {}
-    for e in _raw_entries():
-        if e.get("is_p2p") or int(e.get("time_created_ns", 0)) < since:
-            continue
-        by_pg.setdefault(e.get("pg_id"), []).append(e)
-    # One group name may have had two groups in one test (a test that destroyed and made again its default
-    # group): the later group's entries are the ones that matter.
-    latest: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
-    for pg_id, entries in by_pg.items():
-        name = str(entries[0]["process_group"][0])
-        if name not in latest or (pg_id or 0) > (latest[name][0] or 0):
-            latest[name] = (pg_id, entries)
-    calls = []
-    for name, (_, entries) in latest.items():
-        entries.sort(key=lambda e: e["collective_seq_id"])
-        base = _mark.base.get(name, 0)
-        if entries[0]["collective_seq_id"] <= base:
-            base = 0  # a group made in the test under the name of one that was there before it
-        for e in entries:
-            backend, _, op = str(e.get("profiling_name", "")).partition(":")
-            state = str(e.get("state", ""))
-            calls.append({"group": name, "desc": str(e["process_group"][1]), "seq": e["collective_seq_id"] - base,
-                          "op": op or backend, "backend": backend, "state": state,
-                          "done": bool(e.get("retired")) or state == "completed",
-                          "input_sizes": e.get("input_sizes") or [], "output_sizes": e.get("output_sizes") or [],
-                          "input_dtypes": e.get("input_dtypes") or [], "output_dtypes": e.get("output_dtypes") or [],
-                          # ms: None unless the recorder timed it (a CUDA backend); t: orders a rank's calls
-                          # across its groups for the HTML report's picture
-                          "ms": e.get("duration_ms"), "t": int(e.get("time_created_ns", 0))})
-    note_groups()
-    return {"rank": rank, "calls": calls, "groups": dict(_mark.groups), "creating": _in_group_creation()}
-
-
-def _dump_paths(directory: str, rank: int) -> tuple[str, str]:
-    return os.path.join(directory, f"rank{rank}.fr.req"), os.path.join(directory, f"rank{rank}.fr.json")
-
-
-def serve_dumps(directory: str, rank: int) -> None:
-    """Start this rank's dump thread: it waits (at no cost) on a FIFO in ``directory``; for each request
-    of the parent it writes ``rank{rank}.fr.json`` (see :func:`request_dumps`)."""
-    fifo, _ = _dump_paths(directory, rank)
-    try:
-        os.mkfifo(fifo)
-    except OSError:
-        return  # no FIFO, no dumps: the report goes without the section
-    threading.Thread(target=_answer_dump_requests, args=(directory, rank), daemon=True,
-                     name="harness-collectives").start()
-
-
-def _answer_dump_requests(directory: str, rank: int) -> None:
-    fifo, out = _dump_paths(directory, rank)
-    while True:
-        try:
-            fd = os.open(fifo, os.O_RDONLY)  # blocks until the parent opens it to write
-            try:
-                token = os.read(fd, 64).decode("ascii", "replace").strip()
-            finally:
-                os.close(fd)
-        except OSError:
-            return  # the pool's directory is gone
-        if not token:
-            continue
-        try:
-            dump = own_dump(rank)
-        except Exception as exc:  # a dump must never take the rank down
-            dump = {"rank": rank, "calls": [], "groups": {}, "creating": False, "error": repr(exc)}
-        try:
-            with open(out + ".tmp", "w") as f:
-                json.dump({"token": token, "dump": dump}, f)
-            os.replace(out + ".tmp", out)
-        except OSError:
-            return
-
-
-def request_dumps(directory: str, ranks: Iterable[int], timeout: float = 2.0) -> dict[int, dict[str, Any]]:
-    """In the parent: ask each of ``ranks`` (live ranks of the pool in ``directory``) for its dump; the
-    dumps that came within ``timeout`` seconds, by rank."""
-    token = f"{time.monotonic_ns()}"
-    asked = []
-    for r in ranks:
-        fifo, _ = _dump_paths(directory, r)
-        for _ in range(20):  # the thread may be between two requests: it reopens the FIFO at once
-            try:
-                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:
-                time.sleep(0.005)
-                continue
-            try:
-                os.write(fd, token.encode() + b"\n")
-                asked.append(r)
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-            break
-    dumps: dict[int, dict[str, Any]] = {}
-    deadline = time.monotonic() + timeout
-    while asked and time.monotonic() < deadline:
-        for r in list(asked):
-            try:
-                with open(_dump_paths(directory, r)[1]) as f:
-                    data = json.load(f)
-            except (OSError, ValueError):
-                continue
-            if data.get("token") == token:
-                asked.remove(r)
-                if data.get("dump") is not None:
-                    dumps[r] = data["dump"]
-        if asked:
-            time.sleep(0.01)
-    return dumps
-
-
-# ---- the analysis: pure functions over dumps ----------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -491,9 +256,6 @@ def section(dumps: Mapping[int, Mapping[str, Any] | None], world_size: int, max_
     if len(views) > max_groups:
         lines.append(f"  ... and {len(views) - max_groups} more groups")
     return "\n".join(lines)
-
-
-# ---- the picture: each rank's collectives in order, as small picklable data (the HTML report draws it) ----
 
 
 @dataclasses.dataclass(frozen=True)
