@@ -18,7 +18,7 @@ import time
 import unittest
 from typing import Any
 
-from harness.ranks import debugger, recorder
+from harness.ranks import debugger, recorder as flight_recorder
 from harness.ranks import cuda_state, isolation
 from harness.testing import subtests
 from harness.ranks.capture import Capture
@@ -198,7 +198,7 @@ def run_task(task: Task, ctx: RankContext) -> RankResult:
     undo, whatever HARNESS_ENV_CHANGED says.
     """
     start = time.monotonic()
-    recorder.enable()  # before the first process group: torch's flight recorder (harness.ranks.recorder)
+    flight_recorder.enable()  # before the first process group: torch's flight recorder (harness.ranks.recorder)
     baseline = cuda_state.before_test()
     result = _run_in_rank(task, ctx)
     broken, left = cuda_state.after_test(baseline, f"{result.exc_type}: {result.message}")
@@ -240,7 +240,7 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
                 else:
                     # A plain MultiProcessTestCase makes its own group (upstream style, file://self.file_name).
                     keeper.release()
-            recorder.begin_test()  # the collectives recorded from here on are the test's
+            flight_recorder.begin_test()  # the collectives recorded from here on are the test's
             # before the state is recorded, so that isolation finds the hooks as it left them
             debug_hooks = debugger.install(task.test_id, ctx.rank, task.debug, task.post_mortem)
             if task.debugpy is not None:
@@ -310,7 +310,7 @@ def _after_test(keeper: Any, result: RankResult) -> None:
 
     if keeper.backend is not None:
         result.default_group = dist.is_initialized()  # the parent compares the ranks (verdict.world_changes)
-    recorder.note_groups()  # a report after this test still names the groups it made
+    flight_recorder.note_groups()  # a report after this test still names the groups it made
 
     try:
         keeper.forget_if_gone()
