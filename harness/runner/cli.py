@@ -9,11 +9,11 @@ import textwrap
 from pathlib import Path
 from typing import Sequence
 
-from harness.config import DEVICE_CHOICES, VARIABLES, variables
-from harness.errors import UsageError
-from harness.hypothesis_support import PROFILES
+from harness.shared.config import DEVICE_CHOICES, VARIABLES, variables
+from harness.shared.errors import UsageError
+from harness.parent.hypothesis_support import PROFILES
 from harness.runner.session import Options, end_unused_template, execute, prepare
-from harness.status import ExitCode
+from harness.shared.status import ExitCode
 
 __all__ = ["FolderSet", "Defaults", "build_parser", "parse", "main", "console_main"]
 

@@ -10,7 +10,7 @@ import unittest
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from harness.errors import UsageError
+from harness.shared.errors import UsageError
 
 __all__ = ["iter_tests", "is_load_failure", "module_of", "discover", "load_target", "collect", "module_matches",
            "id_matches", "select", "check_includes", "shuffle"]
