@@ -20,6 +20,7 @@ from typing import Any
 
 from harness import collectives, cuda_state, debugging, isolation, subtests
 from harness.capture import Capture
+from harness.testing.parametrize import PARAMS_ATTR
 from harness.comms import forget_destroyed_groups
 from harness.config import Settings
 from harness.outcome import ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable
@@ -171,7 +172,7 @@ def _bound_method(test: Any, task: Task, fn: Any) -> Any:
         return None
     hyp = fn.hypothesis
     inner = getattr(hyp, "_harness_original_inner", None) or hyp.inner_test
-    kwargs = task.kwargs
+    kwargs = {**getattr(fn, PARAMS_ATTR, {}), **task.kwargs}  # a parametrized test's values, then the example
 
     @functools.wraps(fn)
     def example() -> None:
