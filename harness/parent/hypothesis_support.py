@@ -16,7 +16,7 @@ from typing import Any, Callable
 from harness.shared.errors import UsageError
 
 __all__ = ["PROFILES", "profile_choice", "profile_name", "check_profile", "settings_for", "load_profile",
-           "is_hypothesis_test", "run_given"]
+           "is_hypothesis_test", "given_function", "run_given"]
 
 # name -> settings. ``ci`` is derandomized so two CI runs draw the same examples.
 PROFILES: dict[str, dict[str, Any]] = {
@@ -174,6 +174,24 @@ def is_hypothesis_test(fn: Any) -> bool:
     return getattr(getattr(fn, "hypothesis", None), "inner_test", None) is not None
 
 
+def given_function(fn: Any) -> Any:
+    """The function ``@given`` made, under the decorators that wrap it (``parametrize``'s generated test
+    carries a copy of its attributes, but hypothesis reads its settings from the one it made).
+
+    Example::
+
+        given_function(TestX.test_sum_n_1)    # the @given-wrapped test_sum
+    """
+    seen = set()
+    while id(fn) not in seen:
+        seen.add(id(fn))
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None or not is_hypothesis_test(inner):
+            return fn
+        fn = inner
+    return fn
+
+
 def run_given(fn: Any, test: Any, run_example: Callable[[dict[str, Any]], None], profile: str | None = None) -> None:
     """Let hypothesis drive ``fn`` in this (parent) process, each example going to ``run_example``.
 
@@ -184,11 +202,17 @@ def run_given(fn: Any, test: Any, run_example: Callable[[dict[str, Any]], None],
     """
     from hypothesis import settings
 
-    wanted = settings_for(_own_settings(fn), profile_name(profile))
+    from harness.testing.parametrize import PARAMS_ATTR
+
+    given = given_function(fn)  # a generated (parametrized) test wraps the @given one: its settings are that one's
+    wanted = settings_for(_own_settings(given), profile_name(profile))
     overrides = getattr(fn, "_harness_settings_overrides", None)  # torchrun: no example database
     if overrides:
         wanted = settings(wanted, **overrides)
-    _give(fn, wanted)
+    _give(given, wanted)
+    # a generated test passes its case's values along with the example: each rank's copy of the generated
+    # test has them, so only the example goes to the ranks (the values need not pickle)
+    params = getattr(fn, PARAMS_ATTR, {})
     hyp = fn.hypothesis
     if not hasattr(hyp, "_harness_original_inner"):
         hyp._harness_original_inner = hyp.inner_test
@@ -198,7 +222,7 @@ def run_given(fn: Any, test: Any, run_example: Callable[[dict[str, Any]], None],
         if args:
             raise UsageError(f"{test.id()}: @given must name its arguments (seed=st.integers()), "
                              "so the same example can be sent to every rank by name")
-        run_example(kwargs)
+        run_example({k: v for k, v in kwargs.items() if k not in params})
 
     # hypothesis names the function it calls in "Falsifying example: name(...)": show the test's name
     original = hyp._harness_original_inner

@@ -27,6 +27,7 @@ from harness.shared.config import Settings
 from harness.shared.outcome import ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable
 from harness.shared.placement import Placement
 from harness.shared.protocol import Task, group_timeout
+from harness.testing.parametrize import PARAMS_ATTR
 
 __all__ = ["RankContext", "run_task"]
 
@@ -173,7 +174,7 @@ def _bound_method(test: Any, task: Task, fn: Any) -> Any:
         return None
     hyp = fn.hypothesis
     inner = getattr(hyp, "_harness_original_inner", None) or hyp.inner_test
-    kwargs = task.kwargs
+    kwargs = {**getattr(fn, PARAMS_ATTR, {}), **task.kwargs}  # a parametrized test's values, then the example
 
     @functools.wraps(fn)
     def example() -> None:

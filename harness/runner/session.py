@@ -28,6 +28,7 @@ class Options:
     targets: tuple[str, ...] = ()
     folders: tuple[str, ...] = (".",)
     patterns: tuple[str, ...] = ()
+    file_patterns: tuple[str, ...] = ("test_*.py", "*_test.py")  # which files a folder's discovery collects
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     shard: tuple[int, int] | None = None
@@ -108,7 +109,7 @@ def prepare(options: Options) -> Plan:
         template.warm(conf.template)  # its torch import overlaps the test modules' (collected next)
     if str(options.root) not in sys.path:  # dotted targets and packages under root import from there
         sys.path.insert(0, str(options.root))
-    discovered = collect(options.targets, options.folders, options.root)
+    discovered = collect(options.targets, options.folders, options.root, options.file_patterns)
     if runs_here:
         from harness.parent import template
 
