@@ -13,6 +13,7 @@ from harness.shared.config import DEVICE_CHOICES, VARIABLES, variables
 from harness.shared.errors import UsageError
 from harness.parent.hypothesis_support import PROFILES
 from harness.runner.selection import FILE_PATTERNS
+from harness.runner.forked import run_forked
 from harness.runner.session import Options, end_unused_template, execute, prepare
 from harness.shared.status import ExitCode
 
@@ -253,7 +254,11 @@ def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> 
     parser = build_parser(defaults)
     args = parser.parse_args(argv)
     try:
-        plan = prepare(parse(args, defaults))
+        options = parse(args, defaults)
+        code = run_forked(options)  # the thin parent: the tests run in a process forked from the template
+        if code is not None:
+            return code
+        plan = prepare(options)
     except UsageError as exc:
         parser.print_usage(sys.stderr)
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
