@@ -182,6 +182,10 @@ def build_parser(defaults: Defaults = Defaults()) -> argparse.ArgumentParser:
     how.add_argument("--pdb", action="store_true",
                      help="when a test fails in a rank, open a post-mortem (Pdb) prompt in the first rank to fail, "
                      "at the frame that raised (from a terminal; HARNESS_PDB=1)")
+    how.add_argument("--watch", action="store_true",
+                     help="stay up: after the run, each time a file under the targets or one the tests import is "
+                          "saved, run the tests that import it again (last round's failures first), one summary a "
+                          "round; Ctrl-C ends it (docs/watch.md)")
     how.add_argument("--no-buffer", "-s", dest="buffer", action="store_false",
                      help="show what tests and ranks print as it comes, instead of only with failures")
 
@@ -240,7 +244,7 @@ def parse(args: argparse.Namespace, defaults: Defaults = Defaults()) -> Options:
                    shuffle_seed=seed, fail_env_changed=args.fail_env_changed, triage=args.triage, pdb=args.pdb,
                    buffer=args.buffer, verbose=args.verbose, junit_xml=args.junit_xml, html=args.html,
                    slowest=args.slowest, jobs=args.jobs,
-                   job_of=tuple(args.job_of) if args.job_of else None)
+                   job_of=tuple(args.job_of) if args.job_of else None, watch=args.watch)
 
 
 def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> ExitCode:
@@ -255,6 +259,10 @@ def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> 
     args = parser.parse_args(argv)
     try:
         options = parse(args, defaults)
+        if options.watch:
+            from harness.runner.watch import watch
+
+            return ExitCode(watch(options))
         code = run_forked(options)  # the thin parent: the tests run in a process forked from the template
         if code is not None:
             return code

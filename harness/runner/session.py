@@ -51,6 +51,8 @@ class Options:
     slowest: int = 10
     jobs: int = 1  # runner processes at once (harness.runner.jobs)
     job_of: tuple[str, str] | None = None  # in a --jobs worker: (file of its test ids, where its report goes)
+    watch: bool = False  # --watch: run again on each save (harness.runner.watch)
+    server: str = "auto"  # "serve": --serve starts one; "no": --no-server; "auto": use one that runs
 
     @property
     def where(self) -> str:
@@ -240,8 +242,9 @@ def console_for(plan: Plan, out: TextIO) -> Console:
                    width=min(90, max((len(t.id()) for t in plan.tests), default=0)))
 
 
-def run_tests_here(plan: Plan, console: Console) -> Ran:
-    """Run the plan's tests in this process (or its ``-j`` workers) and return what they gave; no summary."""
+def run_tests_here(plan: Plan, console: Console, run: Any = None) -> Ran:
+    """Run the plan's tests in this process (or its ``-j`` workers) and return what they gave; no summary.
+    ``run``: the harness.parent.run.Run to run them in (its worlds perhaps started already), else a new one."""
     options, tests = plan.options, plan.tests
     started = time.monotonic()
     interrupted = ""
@@ -256,7 +259,7 @@ def run_tests_here(plan: Plan, console: Console) -> Ran:
     else:
         from harness.parent.run import Run
 
-        run = Run(plan.settings, options.hypothesis_profile)
+        run = run or Run(plan.settings, options.hypothesis_profile)
         result = RunnerResult(console, buffer=options.buffer, failfast=options.failfast, keep_output=options.verbose,
                               run=run)
         result.startTestRun()
