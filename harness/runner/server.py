@@ -56,9 +56,7 @@ def _torch_build() -> str:
 
 def _harness_code() -> str:
     """The harness's files and their modification times: a server never serves other harness code."""
-    import harness
-
-    top = os.path.dirname(os.path.abspath(harness.__file__))
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # harness/
     parts = []
     for dirpath, dirnames, filenames in os.walk(top):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
