@@ -325,6 +325,7 @@ class _Server:
             request = _recv(conn)
             with self.lock:
                 self._template()
+            print(f"ran for pid {client_pid}", flush=True)
             runner = forked.start_runner(_Job(request["options"], request["path"]), client_pid, fds=given,
                                          env=request["env"], cwd=request["cwd"])
             for fd in fds:
