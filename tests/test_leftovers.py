@@ -19,7 +19,7 @@ import time
 import unittest
 import uuid
 
-from tests._support import PYTEST_PLUGIN, REPO, RUN_TIMEOUT, TOKEN_VAR, base_env, processes_with_token
+from tests._support import PYTEST_PLUGIN, REPO, RUN_TIMEOUT, TOKEN_VAR, base_env, nightly, processes_with_token
 
 SLOW = "tests.fixtures.fx_slow"
 QUICK = f"{SLOW}.TestAFirst"  # one 2-rank test that passes
@@ -102,9 +102,11 @@ class TestNothingLeftBehind(unittest.TestCase):
     def test_the_runner(self):
         self._check(self._start(["harness", QUICK]), 0)
 
+    @nightly("the runner's and pytest's runs leave nothing (test_the_runner, test_pytest_plugin)")
     def test_run_tests(self):
         self._check(self._start([SLOW, "TestAFirst"]), 0)
 
+    @nightly("the runner's and pytest's runs leave nothing")
     def test_plain_unittest(self):
         self._check(self._start(["unittest", QUICK]), 0)
 
@@ -115,6 +117,7 @@ class TestNothingLeftBehind(unittest.TestCase):
     def test_a_test_that_times_out(self):
         self._check(self._start(["harness", f"{SLOW}.TestBSlow"], env={"HARNESS_TIMEOUT": "3"}), 1)
 
+    @nightly("a usage error ends the template (test_a_usage_error_after_collecting)")
     def test_listing_the_tests(self):
         # the test classes warm the template as they are collected; --list forks no rank from it
         self._check(self._start(["harness", "--list", SLOW]), 0)
@@ -130,18 +133,21 @@ class TestNothingLeftBehind(unittest.TestCase):
         run.proc.send_signal(signal.SIGTERM)
         self._check(run, 143)
 
+    @nightly("SIGTERM to the runner (test_sigterm_to_the_runner) and Ctrl-C")
     def test_sigterm_to_the_runners_process_group(self):
         run = self._start(["harness", SLOW])
         run.wait_for_the_slow_test()
         os.killpg(run.proc.pid, signal.SIGTERM)
         self._check(run, 143)
 
+    @nightly("SIGTERM to the runner (test_sigterm_to_the_runner)")
     def test_sigterm_to_run_tests(self):
         run = self._start([SLOW])
         run.wait_for_the_slow_test()
         run.proc.send_signal(signal.SIGTERM)
         self._check(run, 143)
 
+    @nightly("SIGTERM to the runner (test_sigterm_to_the_runner)")
     def test_sigterm_to_plain_unittest(self):
         run = self._start(["unittest", SLOW])
         run.wait_for_the_slow_test()
@@ -178,6 +184,7 @@ class TestNothingLeftBehind(unittest.TestCase):
         self.assertIn("parent imported torch: False", proc.stdout)
 
     @unittest.skipIf(shutil.which("timeout") is None, "no `timeout` command")
+    @nightly("SIGTERM to the runner (test_sigterm_to_the_runner)")
     def test_timeout_command(self):
         # `timeout` ends its command on SIGALRM, exactly as when its time is up (SIGTERM to the command,
         # then to its process group), without this test guessing how long the run takes to start
