@@ -28,9 +28,10 @@ QUICK = f"{SLOW}.TestAFirst"  # one 2-rank test that passes
 class _Run:
     """One run of ``python -m <args>`` in its own session and TMPDIR; its output in a file."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, wrapper: list[str] | None = None):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, wrapper: list[str] | None = None,
+                 tmpdir: str | None = None):
         self.token = uuid.uuid4().hex
-        self.tmpdir = tempfile.mkdtemp(prefix="distharness-leftovers-")
+        self.tmpdir = tmpdir or tempfile.mkdtemp(prefix="distharness-leftovers-")
         self.marker = os.path.join(self.tmpdir, "started")
         full = base_env(**{"HARNESS_TIMEOUT": "120", **(env or {})})
         full.update({TOKEN_VAR: self.token, "TMPDIR": self.tmpdir, "FX_STARTED_MARKER": self.marker})
@@ -83,8 +84,8 @@ class _Run:
 
 
 class TestNothingLeftBehind(unittest.TestCase):
-    def _start(self, args, env=None, wrapper=None) -> _Run:
-        run = _Run(args, env, wrapper)
+    def _start(self, args, env=None, wrapper=None, tmpdir=None) -> _Run:
+        run = _Run(args, env, wrapper, tmpdir)
         self.addCleanup(run.clean_up)
         return run
 
@@ -158,6 +159,29 @@ class TestNothingLeftBehind(unittest.TestCase):
         run.wait_for_the_slow_test()
         os.killpg(run.proc.pid, signal.SIGINT)
         self._check(run, 130)
+
+    def test_sigkill_to_the_runner_then_a_next_run(self):
+        # SIGKILL: nothing of the runner can clean up. Its runner process and ranks notice it is gone and
+        # end; its temporary folder (named after its pid) is removed by the next run at the latest
+        run = self._start(["harness", SLOW])
+        run.wait_for_the_slow_test()
+        run.proc.send_signal(signal.SIGKILL)
+        run.proc.wait()
+        from tests._support import wait_until_gone
+
+        self.assertEqual(wait_until_gone(run.token), {}, "processes of a SIGKILLed run left")
+        self._check(self._start(["harness", QUICK], tmpdir=run.tmpdir), 0)
+
+    def test_the_runner_never_imports_torch(self):
+        # the thin parent: collecting and running happen in a process forked from the template
+        code = ("import sys; from harness.runner.cli import main; c = main([%r]); "
+                "print('parent imported torch:', 'torch' in sys.modules); sys.exit(c)" % QUICK)
+        tmpdir = tempfile.mkdtemp(prefix="distharness-leftovers-")
+        self.addCleanup(shutil.rmtree, tmpdir, True)
+        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**base_env(), "TMPDIR": tmpdir},
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("parent imported torch: False", proc.stdout)
 
     @unittest.skipIf(shutil.which("timeout") is None, "no `timeout` command")
     @nightly("SIGTERM to the runner (test_sigterm_to_the_runner)")
