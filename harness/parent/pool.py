@@ -22,7 +22,7 @@ import time
 import weakref
 from typing import Any, Iterator
 
-from harness.judging.analysis import never_meet, stuck
+from harness.judging.analysis import never_meet, stopped_at_once, stuck
 from harness.parent import relay
 from harness.parent.recorders import request_dumps
 from harness.parent import template
@@ -425,9 +425,7 @@ class RankPool(World):
         root = test.desync[0] if test.desync is not None else None
         for r in sorted(test.pending, key=lambda r: (r != root, r)):  # a desync's root cause arrives first
             if test.desync is not None:
-                message = (f"can never meet the other ranks: {test.desync[1]}; every rank was blocked in a "
-                           "collective, so the test was stopped at once, not at its timeout" if r == root else
-                           f"stopped at once with rank {root}, whose collective can never meet the others'")
+                message = stopped_at_once(r, test.desync)
                 status = KILLED
             elif trouble is not None and time.monotonic() < test.deadline + test.paused():
                 if r in test.meeting:
