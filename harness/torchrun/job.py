@@ -417,23 +417,19 @@ class LaunchedJob(World, Worlds):
             write_to_real_stderr(f"\nERROR: {cur.test_id}\n{verdict.text}\n\nharness: ending the job "
                                  f"({who} cannot run another test)\n")
             self._set_done()
-            self._wait_leaving(2.0)  # torchrun stops the others once this process exits: let them tidy first
         else:
             # Let rank 0 read our stack and report, then end this process so torchrun stops the job.
             self._wait_done(max(60.0, cur.grace.seconds + 30))
-        shutil.rmtree(self.scratch, ignore_errors=True)  # os._exit runs no atexit
-        if self.rank != 0:
-            with contextlib.suppress(Exception):
-                self.store.post(Keys.leaving(self.rank), Leaving())
-        os._exit(1)
-
-    def _wait_leaving(self, seconds: float) -> None:
-        """Wait (at most ``seconds``) until every other rank said it is leaving (Keys.leaving)."""
-        others = [Keys.leaving(r) for r in range(self.world_size) if r != self.rank]
-        deadline = time.monotonic() + seconds
+        # os._exit runs no atexit, and torchrun stops every rank as soon as one exits: each rank tidies, then
+        # they leave together
+        shutil.rmtree(self.scratch, ignore_errors=True)
         with contextlib.suppress(Exception):
-            while others and time.monotonic() < deadline and not self.store.has(*others):
+            self.store.post(Keys.leaving(self.rank), Leaving())
+            everyone = [Keys.leaving(r) for r in range(self.world_size)]
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline and not self.store.has(*everyone):
                 time.sleep(0.05)
+        os._exit(1)
 
     def _own_stack(self) -> str:
         with tempfile.TemporaryFile("w+") as f:
