@@ -140,7 +140,10 @@ class TestStandalone(TorchrunCase):
 
     def test_collectives_section_in_rank_0s_report_of_a_hang(self):
         text = self.collectives_job("test_b_different_ops")
-        # rank 0's watchdog reports both ranks' last collectives, before the stacks
+        # rank 0's watchdog reports both ranks' last collectives, before the stacks; both ranks are blocked in
+        # collectives that can never meet, so it does so at once (harness.torchrun.desync), not at the timeout
+        self.assertIn("[rank 1/2] was killed on cpu/gloo: can never meet the other ranks", text)
+        self.assertNotIn("timed out", text)
         self.assertIn("rank 0: last called #2 all_gather(float32[4]) on the default group, unfinished", text)
         self.assertIn("rank 1: last called #2 all_reduce(float32[5]) on the default group, unfinished", text)
         self.assertIn("first difference: #2, different ops", text)

@@ -59,10 +59,13 @@ class DesyncWatch:
         self._round = 0
         self._before: dict[int, Any] | None = None
         self._seen = 0
+        self._found: tuple[int, str] | None = None
 
     def look(self) -> tuple[int, str] | None:
         """One look (a watchdog's tick): never_meet's ``(root cause rank, why)`` once rank 0 found a desync,
         else None. Touches the store only while this rank's main thread is idle inside torch's code."""
+        if self._found is not None:
+            return self._found
         cpu = self._cpu_ns()
         idle = cpu != -1 and cpu == self._last_cpu and bool(self._waits())
         self._last_cpu = cpu
@@ -73,6 +76,7 @@ class DesyncWatch:
         else:
             said = self.store.read_posted(self.keys.look)
             if said is not None and said.found is not None:
+                self._found = said.found
                 return said.found
             current = said.round if said is not None else 0
         if self._posted != (cpu, current):
@@ -99,6 +103,7 @@ class DesyncWatch:
             found = never_meet(dumps, ranks, self.world_size, before=self._before)
             if found is not None:
                 self.store.post(self.keys.look, Look(self._round, found))
+                self._found = found
                 return found
         # these dumps alone show a desync: keep them, and ask every rank for one taken after this moment
         if never_meet(dumps, ranks, self.world_size, before=dumps) is not None:
