@@ -1,0 +1,173 @@
+"""Drawn worlds: each hypothesis example runs in a world of the size it drew, and a failure shrinks to the
+smallest world, mesh, placements and shape that fail, with the line that replays it.
+
+The fixture (tests/fixtures/fx_drawn_worlds.py) runs under the runner with the ``ci`` profile, worlds of 1 to
+3 ranks, and once more under the other front ends (one class, to keep CI's cost small). Under
+``HYPOTHESIS_PROFILE=nightly`` (the scheduled job) the planted bug is hunted 10 times, each run from new
+seeds over worlds of 1 to 8, and the replay line one run prints is pasted into a copy of the fixture and run
+with the command the report gives.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import tempfile
+import unittest
+
+from tests._support import (PYTEST, REPO, RUN_TESTS, UNITTEST, FixtureTestCase, base_env, fixture_line,
+                            run_fixture, under_each_front_end)
+
+FIXTURE = "tests/fixtures/fx_drawn_worlds.py"
+MODULE = "tests.fixtures.fx_drawn_worlds"
+#: the planted bug's smallest failing configuration: world 3, one mesh dim, Shard(0), one row per rank plus one
+SMALLEST = "case=Sharding(Mesh((3,), ('dp',)), Placements((Shard(dim=0),)), (4, 1))"
+NIGHTLY = os.environ.get("HYPOTHESIS_PROFILE") == "nightly"
+
+
+def examples(rows: list[dict[str, str]]) -> list[list[dict[str, str]]]:
+    """The rows a fixture printed, grouped by example: ranks 0 to world - 1, in order, once each."""
+    groups: list[list[dict[str, str]]] = []
+    for row in rows:
+        if row["_rank"] == "0":
+            groups.append([])
+        groups[-1].append(row)
+    return groups
+
+
+class TestUnderTheRunner(FixtureTestCase):
+    """``python -m harness tests/fixtures/fx_drawn_worlds.py``, the ``ci`` profile, worlds of 1 to 3 ranks."""
+
+    RUNNER = "harness"
+    ARGS = [FIXTURE]
+    ENV = {"FX_DRAWN_MAX": "3"}
+
+    def test_each_example_runs_in_a_world_of_the_size_it_drew(self):
+        drawn = examples(self.r.rank_lines("DRAWN"))
+        self.assertEqual(len(drawn), 2, self.r.describe())  # the ci profile: 2 examples
+        for group in drawn:
+            world = int(group[0]["world"])
+            self.assertEqual([row["_rank"] for row in group], [str(r) for r in range(world)], self.r.describe())
+            for row in group:
+                self.assertEqual(int(row["pg"]), world)  # the default group has the drawn size
+                sizes = [int(n) for n in row["mesh"].split("x")]
+                self.assertEqual(sizes[0] * (sizes[1] if len(sizes) > 1 else 1), world)  # the mesh, built
+                self.assertEqual(len(row["names"].split(",")), len(sizes))
+        self.assertGreater(len({group[0]["world"] for group in drawn}), 1, "one world size drawn")
+        for group in examples(self.r.rank_lines("WORLD")):
+            self.assertTrue(all(row["world"] == row["drawn"] == row["pg"] for row in group), group)
+            self.assertEqual(len(group), int(group[0]["drawn"]))
+
+    def test_worlds_are_reused_from_example_to_example_and_test_to_test(self):
+        pids = collections.defaultdict(set)
+        for tag in ("DRAWN", "PLANTED", "REPLAY"):
+            for row in self.r.rank_lines(tag):
+                pids[(row["world"], row["_rank"])].add(row["pid"])
+        self.assertIn(("3", "2"), pids)
+        self.assertEqual({k: v for k, v in pids.items() if len(v) > 1}, {}, "a world of one size was started twice")
+
+    def test_the_replay_line_fails_as_reported(self):
+        self.assertMatchesReport(r"^\[\d+/\d+\] FAIL  tests\.fixtures\.fx_drawn_worlds\.TestDReplay\.test_local_rows")
+        report = self.r.section("TestDReplay")
+        # ranks 0 and 1 hold 2 rows where the code under test says 1, rank 2 none
+        self.assertRegex(report, r"TestDReplay\.test_local_rows \[rank [01]/3\] failed on cpu/gloo: AssertionError: "
+                                 r"2 != 1 : FIXTURE-DRAWN wrong rows")
+        self.assertInReport(f'fx_drawn_worlds.py", line {fixture_line("fx_drawn_worlds", "FIXTURE-DRAWN-ASSERT")}',
+                            report)
+        self.assertInReport("rank 2: AssertionError: 0 != 1 : FIXTURE-DRAWN wrong rows", report)
+        self.assertInReport(f"Hypothesis example: {SMALLEST}\n  drawn world: 3 ranks; ranks seeded with "
+                            "HARNESS_SEED=1234", report)
+        self.assertInReport(f"Reproduce it: put @example({SMALLEST}) above @given (from hypothesis import example; "
+                            "from harness.strategies import Mesh, Placements, Sharding; from torch.distributed.tensor "
+                            "import Shard) and run python -m harness tests/fixtures/fx_drawn_worlds.py -k "
+                            "TestDReplay.test_local_rows.", report)
+        self.assertInReport("Triage: fails in fresh ranks too", report)  # the ranks' report, as for any failure
+
+    def test_a_deadline_counts_the_ranks_work_not_a_worlds_start(self):
+        report = self.r.section("TestEDeadline")
+        self.assertRegex(report, r"the example took \d+ ms on its slowest rank, over the test's deadline of 1500 "
+                                 r"ms \(@settings\(deadline=\.\.\.\); the ranks' work is counted, not the world's "
+                                 r"start\)")
+        self.assertInReport("Hypothesis example: world=WorldSize(3), slow=True", report)
+        # the example before it started a world of 2 ranks (seconds on a loaded machine) and passed
+        ran = examples(self.r.rank_lines("DEADLINE"))
+        self.assertEqual([(g[0]["world"], g[0]["slow"]) for g in ran][:2], [("2", "False"), ("3", "True")])
+        self.assertNotIn("DeadlineExceeded", self.r.output)
+
+    def test_only_the_planted_and_replayed_bugs_fail(self):
+        self.assertMatchesReport(r"^\[\d+/\d+\] PASS  tests\.fixtures\.fx_drawn_worlds\.TestADrawnRoundTrip")
+        self.assertMatchesReport(r"^\[\d+/\d+\] PASS  tests\.fixtures\.fx_drawn_worlds\.TestCWorldOnly")
+        self.assertMatchesReport(r"^3 passed, 2 failed")  # TestBPlanted: the ci profile's 2 examples miss the bug
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
+class _UnderEveryFrontEnd:
+    """A bare drawn world size (1 to 3 ranks) under pytest, plain unittest and the module's run_tests()."""
+
+    def test_each_example_ran_in_its_drawn_world(self):
+        self.assertEqual(self.r.returncode, 0, self.r.describe())
+        drawn = examples(self.r.rank_lines("WORLD"))
+        self.assertEqual(len(drawn), 2, self.r.describe())
+        for group in drawn:
+            self.assertEqual([row["_rank"] for row in group], [str(r) for r in range(int(group[0]["drawn"]))])
+            self.assertTrue(all(row["world"] == row["drawn"] == row["pg"] for row in group), group)
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
+globals().update(under_each_front_end(MODULE, _UnderEveryFrontEnd, {PYTEST: (), UNITTEST: (), RUN_TESTS: ()},
+                                      env={"FX_DRAWN_ONLY": "TestCWorldOnly"}))
+
+
+@unittest.skipUnless(NIGHTLY, "the 10 hunts of the planted bug run under HYPOTHESIS_PROFILE=nightly (the scheduled "
+                              "job); the ci variant is TestUnderTheRunner")
+class TestThePlantedBugIsFoundEveryRun(unittest.TestCase):
+    """10 runs of the nightly profile (50 examples each, new seeds every run, worlds of 1 to 8): each finds the
+    bug that only an odd world with an uneven shard shows, and shrinks it to the smallest configuration."""
+
+    RUNS = 10
+
+    def test_found_and_shrunk_in_every_run_and_the_replay_line_reproduces_it(self):
+        env = base_env(HYPOTHESIS_PROFILE="nightly", FX_DRAWN_ONLY="TestBPlanted", FX_DRAWN_MAX="8")
+        replay = None
+        for run in range(self.RUNS):
+            r = run_fixture([FIXTURE], env, runner="harness")
+            with self.subTest(run=run):
+                self.assertEqual(r.returncode, 1, r.describe())
+                self.assertIn(f"Hypothesis example: {SMALLEST}\n", r.output, r.describe())
+                self.assertEqual(r.leftover_processes, {})
+                line = re.search(r"Reproduce it: put (@example\(.*\)) above @given \((.*?)\) and run (.*)\.\n",
+                                 r.output)
+                self.assertIsNotNone(line, r.describe())
+                replay = replay or line
+        self._replay(replay)
+
+    def _replay(self, line: re.Match) -> None:
+        """The printed line pasted above @given in a copy of the fixture, run with the printed command."""
+        decorator, imports, command = line.group(1), line.group(2), line.group(3)
+        self.assertEqual(command, "python -m harness tests/fixtures/fx_drawn_worlds.py -k TestBPlanted.test_local_rows")
+        tmp = tempfile.mkdtemp(prefix="drawn-replay-")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        with open(FIXTURE) as f:
+            source = f.read()
+        planted = source.index("class TestBPlanted")
+        at = source.index("    @given(", planted)
+        source = ("\n".join(imports.split("; ")) + "\n" + source[:at] + f"    {decorator}\n" + source[at:])
+        copy = os.path.join(tmp, "fx_drawn_replay.py")
+        with open(copy, "w") as f:
+            f.write(source)
+        args = command.split()[3:]  # python -m harness FILE -k PATTERN: the file is the copy
+        args[0] = copy
+        r = run_fixture(args, base_env(HYPOTHESIS_PROFILE="ci", FX_DRAWN_ONLY="TestBPlanted", FX_DRAWN_MAX="8",
+                                       PYTHONPATH=REPO), runner="harness")
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn(f"Hypothesis example: {SMALLEST}\n", r.output, r.describe())
+        self.assertRegex(r.output, r"\[rank [01]/3\] failed on cpu/gloo: AssertionError: 2 != 1 : FIXTURE-DRAWN wrong rows")
+
+
+if __name__ == "__main__":
+    unittest.main()
