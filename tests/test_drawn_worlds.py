@@ -1,8 +1,8 @@
 """Drawn worlds: each hypothesis example runs in a world of the size it drew, and a failure shrinks to the
 smallest world, mesh, placements and shape that fail, with the line that replays it.
 
-The fixture (tests/fixtures/fx_drawn_worlds.py) runs under the runner with the ``ci`` profile, worlds of 1 to
-3 ranks, and once more under the other front ends (one class, to keep CI's cost small). Under
+The fixture (tests/fixtures/fx_drawn_worlds.py) runs with its own run_tests() and the ``ci`` profile, worlds of
+1 to 3 ranks, and once more under each other front end (one class, to keep CI's cost small). Under
 ``HYPOTHESIS_PROFILE=nightly`` (the scheduled job) the planted bug is hunted 10 times, each run from new
 seeds over worlds of 1 to 8, and the replay line one run prints is pasted into a copy of the fixture and run
 with the command the report gives.
@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import unittest
 
-from tests._support import (PYTEST, REPO, RUN_TESTS, UNITTEST, FixtureTestCase, base_env, fixture_line,
+from tests._support import (PYTEST, REPO, THE_RUNNER, UNITTEST, FixtureTestCase, base_env, fixture_line,
                             run_fixture, under_each_front_end)
 
 FIXTURE = "tests/fixtures/fx_drawn_worlds.py"
@@ -36,11 +36,11 @@ def examples(rows: list[dict[str, str]]) -> list[list[dict[str, str]]]:
     return groups
 
 
-class TestUnderTheRunner(FixtureTestCase):
-    """``python -m harness tests/fixtures/fx_drawn_worlds.py``, the ``ci`` profile, worlds of 1 to 3 ranks."""
+class TestTheFixture(FixtureTestCase):
+    """``python -m tests.fixtures.fx_drawn_worlds -v`` (its run_tests()), the ``ci`` profile, worlds of 1 to 3."""
 
-    RUNNER = "harness"
-    ARGS = [FIXTURE]
+    RUNNER = MODULE
+    ARGS = ["-v"]
     ENV = {"FX_DRAWN_MAX": "3"}
 
     def test_each_example_runs_in_a_world_of_the_size_it_drew(self):
@@ -68,21 +68,21 @@ class TestUnderTheRunner(FixtureTestCase):
         self.assertEqual({k: v for k, v in pids.items() if len(v) > 1}, {}, "a world of one size was started twice")
 
     def test_the_replay_line_fails_as_reported(self):
-        self.assertMatchesReport(r"^\[\d+/\d+\] FAIL  tests\.fixtures\.fx_drawn_worlds\.TestDReplay\.test_local_rows")
         report = self.r.section("TestDReplay")
-        # ranks 0 and 1 hold 2 rows where the code under test says 1, rank 2 none
-        self.assertRegex(report, r"TestDReplay\.test_local_rows \[rank [01]/3\] failed on cpu/gloo: AssertionError: "
-                                 r"2 != 1 : FIXTURE-DRAWN wrong rows")
+        # every rank fails (ranks 0 and 1 hold 2 rows where the code under test says 1, rank 2 none): the
+        # report names one as the root cause, with its traceback, and the others in a line each
+        self.assertRegex(report, r"TestDReplay\.test_local_rows \[rank [012]/3\] failed on cpu/gloo: AssertionError: "
+                                 r"[02] != 1 : FIXTURE-DRAWN wrong rows")
         self.assertInReport(f'fx_drawn_worlds.py", line {fixture_line("fx_drawn_worlds", "FIXTURE-DRAWN-ASSERT")}',
                             report)
-        self.assertInReport("rank 2: AssertionError: 0 != 1 : FIXTURE-DRAWN wrong rows", report)
+        self.assertRegex(report, r"Other ranks:\n  rank \d: AssertionError: [02] != 1 : FIXTURE-DRAWN wrong rows\n"
+                                 r"  rank \d: AssertionError: [02] != 1")
         self.assertInReport(f"Hypothesis example: {SMALLEST}\n  drawn world: 3 ranks; ranks seeded with "
                             "HARNESS_SEED=1234", report)
         self.assertInReport(f"Reproduce it: put @example({SMALLEST}) above @given (from hypothesis import example; "
                             "from harness.strategies import Mesh, Placements, Sharding; from torch.distributed.tensor "
                             "import Shard) and run python -m harness tests/fixtures/fx_drawn_worlds.py -k "
                             "TestDReplay.test_local_rows.", report)
-        self.assertInReport("Triage: fails in fresh ranks too", report)  # the ranks' report, as for any failure
 
     def test_a_deadline_counts_the_ranks_work_not_a_worlds_start(self):
         report = self.r.section("TestEDeadline")
@@ -95,17 +95,18 @@ class TestUnderTheRunner(FixtureTestCase):
         self.assertEqual([(g[0]["world"], g[0]["slow"]) for g in ran][:2], [("2", "False"), ("3", "True")])
         self.assertNotIn("DeadlineExceeded", self.r.output)
 
-    def test_only_the_planted_and_replayed_bugs_fail(self):
-        self.assertMatchesReport(r"^\[\d+/\d+\] PASS  tests\.fixtures\.fx_drawn_worlds\.TestADrawnRoundTrip")
-        self.assertMatchesReport(r"^\[\d+/\d+\] PASS  tests\.fixtures\.fx_drawn_worlds\.TestCWorldOnly")
-        self.assertMatchesReport(r"^3 passed, 2 failed")  # TestBPlanted: the ci profile's 2 examples miss the bug
+    def test_only_the_replayed_bug_and_the_deadline_fail(self):
+        self.assertMatchesReport(r"^test_round_trip \(.*TestADrawnRoundTrip.*\) \.\.\. ok$")
+        self.assertMatchesReport(r"^test_world \(.*TestCWorldOnly.*\) \.\.\. ok$")
+        self.assertMatchesReport(r"^test_local_rows \(.*TestBPlanted.*\) \.\.\. ok$")  # the ci profile misses it
+        self.assertMatchesReport(r"^FAILED \(failures=2\)$")
 
     def test_nothing_left_behind(self):
         self.check_nothing_left()
 
 
 class _UnderEveryFrontEnd:
-    """A bare drawn world size (1 to 3 ranks) under pytest, plain unittest and the module's run_tests()."""
+    """A bare drawn world size (1 to 3 ranks) under the runner, pytest and plain unittest (run_tests(): above)."""
 
     def test_each_example_ran_in_its_drawn_world(self):
         self.assertEqual(self.r.returncode, 0, self.r.describe())
@@ -119,8 +120,9 @@ class _UnderEveryFrontEnd:
         self.check_nothing_left()
 
 
-globals().update(under_each_front_end(MODULE, _UnderEveryFrontEnd, {PYTEST: (), UNITTEST: (), RUN_TESTS: ()},
-                                      env={"FX_DRAWN_ONLY": "TestCWorldOnly"}))
+globals().update(under_each_front_end(MODULE, _UnderEveryFrontEnd, {THE_RUNNER: (), PYTEST: (), UNITTEST: ()},
+                                      env={"FX_DRAWN_ONLY": "TestCWorldOnly"},
+                                      args={THE_RUNNER: ["--verbose"], PYTEST: ["-s"]}))
 
 
 @unittest.skipUnless(NIGHTLY, "the 10 hunts of the planted bug run under HYPOTHESIS_PROFILE=nightly (the scheduled "
@@ -166,7 +168,8 @@ class TestThePlantedBugIsFoundEveryRun(unittest.TestCase):
                                        PYTHONPATH=REPO), runner="harness")
         self.assertEqual(r.returncode, 1, r.describe())
         self.assertIn(f"Hypothesis example: {SMALLEST}\n", r.output, r.describe())
-        self.assertRegex(r.output, r"\[rank [01]/3\] failed on cpu/gloo: AssertionError: 2 != 1 : FIXTURE-DRAWN wrong rows")
+        self.assertRegex(r.output, r"\[rank [012]/3\] failed on cpu/gloo: AssertionError: [02] != 1 : FIXTURE-DRAWN wrong "
+                                   r"rows")
 
 
 if __name__ == "__main__":
