@@ -13,6 +13,8 @@ import collections
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -98,6 +100,7 @@ class TestTheFixture(FixtureTestCase):
     def test_only_the_replayed_bug_and_the_deadline_fail(self):
         self.assertMatchesReport(r"^test_round_trip \(.*TestADrawnRoundTrip.*\) \.\.\. ok$")
         self.assertMatchesReport(r"^test_world \(.*TestCWorldOnly.*\) \.\.\. ok$")
+        self.assertMatchesReport(r"^test_three \(.*TestCThreeOnly.*\) \.\.\. ok$")
         self.assertMatchesReport(r"^test_local_rows \(.*TestBPlanted.*\) \.\.\. ok$")  # the ci profile misses it
         self.assertMatchesReport(r"^FAILED \(failures=2\)$")
 
@@ -123,6 +126,27 @@ class _UnderEveryFrontEnd:
 globals().update(under_each_front_end(MODULE, _UnderEveryFrontEnd, {THE_RUNNER: (), PYTEST: (), UNITTEST: ()},
                                       env={"FX_DRAWN_ONLY": "TestCWorldOnly"},
                                       args={THE_RUNNER: ["--verbose"], PYTEST: ["-s"]}))
+
+
+class TestUnderTorchrun(unittest.TestCase):
+    """torchrun --standalone --nproc-per-node 2: the world is the launched one; other sizes are filtered out."""
+
+    def test_only_examples_of_the_launched_size_run(self):
+        tmp = tempfile.mkdtemp(prefix="distharness-torchrun-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        env = base_env(FX_DRAWN_ONLY="TestCWorldOnly,TestCThreeOnly", TMPDIR=tmp, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+        out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                              FIXTURE, "-v"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        text = out.stdout + out.stderr
+        self.assertEqual(out.returncode, 0, text)
+        worlds = re.findall(r"\[rank (\d)\] WORLD rank=\d world=(\d) drawn=(\d) pg=(\d)", text)
+        self.assertTrue(worlds, text)
+        self.assertEqual({w[1:] for w in worlds}, {("2", "2", "2")}, text)  # only the launched size ran
+        self.assertEqual(sorted({w[0] for w in worlds}), ["0", "1"])
+        self.assertNotIn("THREE", text)
+        self.assertRegex(text, r"test_three .* skipped 'every world hypothesis drew was filtered out \(needs world size "
+                               r"3, torchrun launched 2 ranks")
+        self.assertEqual(sorted(n for n in os.listdir(tmp) if n.startswith("harness-")), [])
 
 
 @unittest.skipUnless(NIGHTLY, "the 10 hunts of the planted bug run under HYPOTHESIS_PROFILE=nightly (the scheduled "
