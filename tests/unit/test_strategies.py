@@ -153,3 +153,36 @@ class TestShrinking(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestTheParentReadsTheDrawnWorld(unittest.TestCase):
+    """harness.parent.drawn and the report's replay line, on drawn values (no ranks)."""
+
+    def test_the_world_an_example_draws(self):
+        from harness.parent.drawn import drawn_world
+
+        case = Sharding(Mesh((3,)), Placements((Shard(0),)), (4, 1))
+        self.assertEqual(drawn_world({"case": case, "seed": 7}, "m.T.t"), 3)
+        self.assertEqual(drawn_world({"world": WorldSize(4), "mesh": Mesh((2, 2))}, "m.T.t"), 4)
+        self.assertIsNone(drawn_world({"seed": 7, "n": 3}, "m.T.t"))
+
+    def test_values_that_draw_different_worlds_are_named(self):
+        from harness.errors import UsageError
+        from harness.parent.drawn import drawn_world
+
+        with self.assertRaisesRegex(UsageError, r"m\.T\.t: the example draws worlds of different sizes: "
+                                                r"world=WorldSize\(3\) \(3 ranks\), mesh=Mesh\(\(2, 2\)\) \(4 ranks\)"):
+            drawn_world({"world": WorldSize(3), "mesh": Mesh((2, 2))}, "m.T.t")
+
+    def test_the_replay_line_is_python(self):
+        from harness.judging.report_text import example_note, replay_text
+
+        self.assertEqual(replay_text((Shard(0), Partial("avg"))), "(Shard(dim=0), Partial('avg'))")
+        note = example_note({"case": Sharding(Mesh((3,), ("dp",)), Placements((Partial(),)), (4, 1))},
+                            "m.TestX.test_y", None, 3, 1234)
+        self.assertEqual(note.splitlines(), [
+            "Hypothesis example: case=Sharding(Mesh((3,), ('dp',)), Placements((Partial('sum'),)), (4, 1))",
+            "  drawn world: 3 ranks; ranks seeded with HARNESS_SEED=1234",
+            "Reproduce it: put @example(case=Sharding(Mesh((3,), ('dp',)), Placements((Partial('sum'),)), (4, 1))) "
+            "above @given (from hypothesis import example; from harness.strategies import Mesh, Placements, Sharding; "
+            "from torch.distributed.tensor import Partial) and run python -m harness m -k TestX.test_y."])
