@@ -147,7 +147,7 @@ class TestRun:
                      triage=self.triage_line, drawn=self.drawn, seed=self.conf.seed if self.drawn else None, **more)
 
     def enter_world(self, kwargs: dict[str, Any] | None) -> str:
-        """Make the example's world this test's: the size its values draw (harness.drawn), else the class's.
+        """Make the example's world this test's: the size its values draw (harness.parent.drawn), else the class's.
         Returns why these worlds cannot run it ("" when they can)."""
         size = drawn_world(kwargs, self.test_id) if kwargs else None
         self.drawn = size is not None
