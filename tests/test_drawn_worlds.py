@@ -158,9 +158,13 @@ class TestThePlantedBugIsFoundEveryRun(unittest.TestCase):
     RUNS = 10
 
     def test_found_and_shrunk_in_every_run_and_the_replay_line_reproduces_it(self):
-        env = base_env(HYPOTHESIS_PROFILE="nightly", FX_DRAWN_ONLY="TestBPlanted", FX_DRAWN_MAX="8")
         replay = None
         for run in range(self.RUNS):
+            # each run with an example database of its own: a failure one run saved is not replayed by the next
+            db = tempfile.mkdtemp(prefix="drawn-db-")
+            self.addCleanup(shutil.rmtree, db, ignore_errors=True)
+            env = base_env(HYPOTHESIS_PROFILE="nightly", FX_DRAWN_ONLY="TestBPlanted", FX_DRAWN_MAX="8",
+                           HYPOTHESIS_STORAGE_DIRECTORY=db)
             r = run_fixture([FIXTURE], env, runner="harness")
             with self.subTest(run=run):
                 self.assertEqual(r.returncode, 1, r.describe())
