@@ -191,7 +191,10 @@ def judge(results: list[RankResult], facts: Facts, example: dict[str, Any] | Non
         if cuda:
             return _as_skip(passed, cuda, kind)
     if merged.status in (FAILED, ERROR):
-        abort = not individually and any(r.status in (CRASHED, TIMEOUT, KILLED) for r in results)
+        # A crash or a hang is not re-run to shrink it (each try could cost a whole timeout); peers killed after
+        # the peer grace, because the root cause failed while they waited for it in a collective, are: that is
+        # how most distributed failures end, and each try costs at most the grace.
+        abort = not individually and any(r.status in (CRASHED, TIMEOUT) for r in results)
         return dataclasses.replace(passed, status=merged.status, lines=_annotate(merged.lines, facts) + suffix,
                                    root_rank=merged.root_rank, abort=abort)
     if sub_failures and not individually:
