@@ -30,6 +30,7 @@ import multiprocessing.context
 import multiprocessing.forkserver
 import multiprocessing.reduction
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -242,6 +243,7 @@ def _await_list() -> None:
     if not path:
         return
     run = int(os.path.basename(path).split("-")[3])
+    _RUN.update(pid=run, dir=os.path.dirname(path))
     while not os.path.exists(path):
         if not _alive(run):
             return  # the run is gone: the template ends with it
@@ -376,10 +378,19 @@ def _reap(pid: int, wait: float) -> None:
         pass  # already reaped (by a handler of the program's own), or not our child
 
 
+#: in the template: the run's process and its temporary folder (multiprocessing's, where the list is)
+_RUN: dict[str, Any] = {}
+
+
 def _exit_now() -> None:
     """The template's exit, once its last rank is gone: at once, without tearing down the modules it
-    preloaded (torch's teardown takes about half a second, during which the run would wait for it)."""
+    preloaded (torch's teardown takes about half a second, during which the run would wait for it).
+
+    A run that was killed (SIGKILL) could not remove its temporary folder: the template, its last process,
+    does (only when the run is gone: a live run removes its own)."""
     if os.getpid() == _TEMPLATE_PID:
+        if _RUN and not _alive(_RUN["pid"]):
+            shutil.rmtree(_RUN["dir"], ignore_errors=True)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
