@@ -30,6 +30,7 @@ import unittest
 from typing import Any, Callable, Iterable, Iterator
 
 from harness.classes.case import DTensorTestBase, MultiProcessTestCase, _pin_world_size
+from harness.parent import drawn
 from harness.shared.errors import UsageError
 from harness.parent.run import Run, run_for
 
@@ -236,7 +237,8 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
     cls_before = test.__class__
     snapshot = None
     with _test_files(marks["temp_dir"]) as (temp_dir, file_name), _instead(test, name, body), \
-            _instead(result, "addSkip", add_skip), _recorded(result, notes, started, make_record):
+            _instead(result, "addSkip", add_skip), _recorded(result, notes, started, make_record), \
+            drawn.refused(fn, test_id, "local-tensor classes (every rank simulated in this process)"):
         test.temp_dir, test.file_name = temp_dir, file_name
         test._harness_device_type = device_type
         test._harness_local_guard = guard

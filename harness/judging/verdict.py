@@ -22,7 +22,7 @@ from harness.shared.outcome import (BAD, CRASHED, ERROR, FAILED, KILLED, PASSED,
 from harness.shared.placement import Placement
 
 __all__ = ["Facts", "Verdict", "SubtestVerdict", "judge", "merge", "before_run", "skipped", "world_changes",
-           "OWN", "UPSTREAM", "NEEDS_CUDA", "NEEDS_NCCL", "PLACEMENT"]
+           "OWN", "UPSTREAM", "NEEDS_CUDA", "NEEDS_NCCL", "PLACEMENT", "over_deadline"]
 
 #: the kinds of skip (Verdict.skip): the test skipped itself; upstream's skip exit code; it hard-codes CUDA
 #: and ran on CPU for want of GPUs; it needs NCCL and ran on GPUs its ranks shared for want of them; its
@@ -50,6 +50,8 @@ class Facts:
     then: str = ""  # what became of those ranks (World.left_altered)
     fail_altered: bool = False  # HARNESS_ENV_CHANGED=fail: a rank that left them altered fails (if it passed)
     triage: str = ""  # what triage found when the failure was checked in fresh ranks (harness.judging.triage)
+    drawn: bool = False  # the hypothesis example drew this world size (harness.strategies)
+    seed: int | None = None  # the seed every rank was given (HARNESS_SEED), said under a drawn example's failure
 
     @property
     def fallback(self) -> bool:
@@ -168,7 +170,8 @@ def judge(results: list[RankResult], facts: Facts, example: dict[str, Any] | Non
         shown = [(r.rank, r.output) for r in sorted(results, key=lambda r: r.rank)
                  if r.rank != in_report and r.output.strip()]
     subtests = _judge_subtests(results, facts)
-    suffix = [] if individually else ["", report_text.example_note(example or {})]
+    suffix = [] if individually else ["", report_text.example_note(
+        example or {}, facts.test_id, facts.module_file, facts.world_size if facts.drawn else None, facts.seed)]
     sub_failures = [s.text for s in subtests if s.status in (FAILED, ERROR)]
     passed = Verdict(facts.test_id, PASSED, subtests=subtests, individually=individually, shown=shown)
     if desync:
@@ -188,12 +191,26 @@ def judge(results: list[RankResult], facts: Facts, example: dict[str, Any] | Non
         if cuda:
             return _as_skip(passed, cuda, kind)
     if merged.status in (FAILED, ERROR):
-        abort = not individually and any(r.status in (CRASHED, TIMEOUT, KILLED) for r in results)
+        # A crash or a hang is not re-run to shrink it (each try could cost a whole timeout); peers killed after
+        # the peer grace, because the root cause failed while they waited for it in a collective, are: that is
+        # how most distributed failures end, and each try costs at most the grace.
+        abort = not individually and any(r.status in (CRASHED, TIMEOUT) for r in results)
         return dataclasses.replace(passed, status=merged.status, lines=_annotate(merged.lines, facts) + suffix,
                                    root_rank=merged.root_rank, abort=abort)
     if sub_failures and not individually:
         return dataclasses.replace(passed, status=FAILED, lines=["\n\n".join(sub_failures), *suffix])
     return passed
+
+
+def over_deadline(passed: Verdict, example: dict[str, Any], facts: Facts, seconds: float, deadline: float) -> Verdict:
+    """A hypothesis example that passed on every rank but took its slowest rank ``seconds``, over the test's own
+    ``@settings(deadline=...)`` (``deadline`` seconds): a failure, as hypothesis's deadline would make it."""
+    line = (f"{facts.test_id}: the example took {seconds * 1000:.0f} ms on its slowest rank, over the test's "
+            f"deadline of {deadline * 1000:.0f} ms (@settings(deadline=...); the ranks' work is counted, not the "
+            "world's start); raise the deadline, or set deadline=None")
+    note = report_text.example_note(example, facts.test_id, facts.module_file,
+                                    facts.world_size if facts.drawn else None, facts.seed)
+    return dataclasses.replace(passed, status=FAILED, lines=[line, "", note])
 
 
 def merge(test_id: str, results: list[RankResult], world_size: int, placement: str,

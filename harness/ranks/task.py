@@ -178,9 +178,16 @@ def _bound_method(test: Any, task: Task, fn: Any) -> Any:
 
     @functools.wraps(fn)
     def example() -> None:
-        inner(test, **kwargs)
+        inner(test, **{name: _in_rank(value, test) for name, value in kwargs.items()})
 
     return example
+
+
+def _in_rank(value: Any, test: Any) -> Any:
+    """A drawn value as the test body gets it: a drawn mesh (harness.strategies) built into the DeviceMesh it
+    describes, inside the test's run (after setUp, on its process group); any other value as it came."""
+    make = getattr(value, "harness_in_rank", None)
+    return make(test.device_type) if callable(make) else value
 
 
 def _backend_asked(test: Any, marks: dict[str, Any]) -> str | None:

@@ -232,7 +232,10 @@ class LaunchedJob(World, Worlds):
         if self.rank == 0:
             self.store.post(keys.seed, Seed(int.from_bytes(os.urandom(8), "little")))
         fn._hypothesis_internal_use_seed = self.store.read(keys.seed).value
-        fn._harness_settings_overrides = {"database": None}
+        # A drawn world of another size than the launched one is filtered out (harness.parent.testrun): not too much
+        from hypothesis import HealthCheck
+
+        fn._harness_settings_overrides = {"database": None, "suppress_health_check": [HealthCheck.filter_too_much]}
 
     def same_example(self, kwargs: dict[str, Any], test_id: str) -> dict[str, Any]:
         """Every rank draws its own example from the same seed (start_examples): rank 0's must be it."""

@@ -96,6 +96,10 @@ class TestJudge(unittest.TestCase):
         self.assertFalse(v.abort)
         hung = judge([failed(0), RankResult(1, TIMEOUT, message="timed out")], facts(), example={"seed": 7})
         self.assertTrue(hung.abort)
+        # a peer killed after the grace, stuck in a collective the failing rank never reached: shrunk as usual
+        stuck = judge([failed(0), RankResult(1, KILLED, message="killed after the peer grace")], facts(),
+                      example={"seed": 7})
+        self.assertEqual((stuck.status, stuck.root_rank, stuck.abort), (FAILED, 0, False))
 
     def test_notes_go_under_the_head_line(self):
         v = judge([failed(0), RankResult(1, PASSED)],
