@@ -59,7 +59,9 @@ for _i in range(RUNS):
 
 
 def _marker(test, rank):
-    return f"{test.file_name}.torn-down-{rank}"
+    # beside the test's FileStore path (a pool's own directory; torchrun's TMPDIR), named for the test
+    folder, name = os.path.split(test.file_name)
+    return os.path.join(folder, f"cx-torn-down-{name}-{rank}")
 
 
 class _Probe:
