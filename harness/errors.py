@@ -1,32 +1,12 @@
-"""The harness's exceptions: one root, usage errors that say how to fix them, and rank outcomes."""
+"""The harness's exceptions, public: ``HarnessError`` (the root), ``UsageError``, ``RankFailure``, ``RankError``, and ``NoTerminal`` (a breakpoint
+in a rank with no terminal to open its prompt in).
+
+Example::
+
+    from harness.errors import RankFailure
+"""
 from __future__ import annotations
 
-__all__ = ["HarnessError", "UsageError", "RankFailure", "RankError", "RankAbort"]
+from harness.shared.errors import HarnessError, NoTerminal, RankAbort, RankError, RankFailure, UsageError
 
-
-class HarnessError(Exception):
-    """Root of every error the harness raises itself."""
-
-
-class UsageError(HarnessError, ValueError):
-    """A test or the environment asked for something the harness cannot do; the message says the fix."""
-
-
-class RankFailure(HarnessError, AssertionError):
-    """One or more ranks failed an assertion: unittest reports it as a failure."""
-
-
-class RankError(HarnessError):
-    """One or more ranks raised, crashed or hung: unittest reports it as an error."""
-
-
-class RankAbort(BaseException):
-    """A crash or timeout inside a hypothesis example.
-
-    It derives from BaseException so that hypothesis does not try to shrink by re-running a test that
-    hangs or crashes (each try would cost a whole timeout); the case turns it back into a RankError.
-    """
-
-    def __init__(self, error: RankError):
-        super().__init__(str(error))
-        self.error = error
+__all__ = ["HarnessError", "UsageError", "RankFailure", "RankError", "RankAbort", "NoTerminal"]

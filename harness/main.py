@@ -16,13 +16,13 @@ def run_tests(argv: list[str] | None = None) -> None:
         if __name__ == "__main__":
             run_tests()
     """
-    from harness import torchrun
-    from harness.run import Run
+    from harness.shared import launcher
+    from harness.parent.run import Run
 
     run = Run()
     run.warm()
-    if not torchrun.launched():
-        from harness import template
+    if not launcher.launched():
+        from harness.parent import template
 
         template.tell()  # the calling module, imported by now, says what the template should import too
 
@@ -33,14 +33,16 @@ def run_tests(argv: list[str] | None = None) -> None:
             return run.attach(super()._makeResult())
 
     try:
-        if torchrun.launched():
-            torchrun.main_module_entry(argv, Runner)
+        if launcher.launched():
+            from harness.torchrun.job import main_module_entry
+
+            main_module_entry(argv, Runner)
         else:
             unittest.main(module="__main__", argv=[sys.argv[0], *(sys.argv[1:] if argv is None else argv)],
                           testRunner=Runner)
     finally:  # unittest.main exits: the run's notes come after its summary, on stderr (rank 0's under torchrun)
         run.close()
-        if torchrun.launched_rank() == 0:
+        if launcher.launched_rank() == 0:
             run.notes.say()
 
 

@@ -8,10 +8,21 @@ import difflib
 import os
 import sys
 
-__all__ = ["MAPPING", "RENAMED", "PortResult", "port_source", "main"]
+__all__ = ["MAPPING", "RENAMED", "PortResult", "port_source", "private_imports", "check", "main"]
 
 _DISTRIBUTED = frozenset({"MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinousTest",
-                          "MultiThreadedTestCase", "skip_if_lt_x_gpu", "run_subtests"})
+                          "MultiThreadedTestCase", "skip_if_lt_x_gpu", "run_subtests", "DistributedTestBase",
+                          "DynamoDistributedMultiProcTestCase", "DynamoDistributedSingleProcTestCase",
+                          "skip_if_win32", "skip_if_rocm_multiprocess", "requires_nccl", "requires_gloo",
+                          "requires_accelerator_dist_backend", "requires_world_size", "skip_if_odd_worldsize",
+                          "skip_if_small_worldsize", "with_dist_debug_levels"})
+# common_utils's names distributed files take (common_distributed and the others re-export a few of them)
+_UTILS = frozenset({"run_tests", "TestCase", "parametrize", "instantiate_parametrized_tests", "subtest", "decorateIf",
+                    "TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ASAN", "TEST_WITH_TSAN", "TEST_WITH_ROCM", "TEST_CUDA",
+                    "retry_on_connect_failures"})
+_FSDP_MODELS = frozenset({"MLP", "MLPStack", "DoubleLinear"})
+_DTENSOR_MODELS = frozenset({"MLPModule", "MLPStacked", "ModelArgs", "Transformer", "TransformerBlock", "Attention",
+                             "FeedForward"})
 
 #: upstream names the harness provides under another name: the spelling upstream used before a rename
 RENAMED: dict[str, str] = {"MultiProcContinousTest": "MultiProcContinuousTest"}
@@ -21,15 +32,18 @@ RENAMED: dict[str, str] = {"MultiProcContinousTest": "MultiProcContinuousTest"}
 # them from there too (``from ...common_dtensor import DTensorTestBase, skip_if_lt_x_gpu, with_comms``):
 # left behind, upstream's skip_if_lt_x_gpu exits the rank with its skip code instead of running on CPU.
 MAPPING: dict[str, frozenset[str]] = {
-    "torch.testing._internal.common_distributed": _DISTRIBUTED,
+    "torch.testing._internal.common_distributed": _DISTRIBUTED | {"TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ROCM"},
     "torch.testing._internal.common_fsdp": frozenset({"FSDPTest", "FSDPTestMultiThread", "FSDPTestContinuous",
-                                                      "check_sharded_parity"})
-    | (_DISTRIBUTED - {"skip_if_lt_x_gpu"}),
+                                                      "check_sharded_parity", "get_devtype"})
+    | (_DISTRIBUTED - {"skip_if_lt_x_gpu"}) | _FSDP_MODELS,
     "torch.testing._internal.distributed._tensor.common_dtensor": frozenset({
         "DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", "with_comms",
-        "LocalDTensorTestBase", "create_local_tensor_test_class"}) | _DISTRIBUTED,
+        "LocalDTensorTestBase", "create_local_tensor_test_class", "skip_unless_torch_gpu", "map_local_for_rank"})
+    | _DISTRIBUTED | _DTENSOR_MODELS,
     "torch.testing._internal.distributed.checkpoint_utils": frozenset({"with_temp_dir"}),
-    "torch.testing._internal.common_utils": frozenset({"run_tests", "TestCase"}),
+    "torch.testing._internal.common_utils": _UTILS,
+    "torch.testing._internal.common_cuda": frozenset({"TEST_CUDA", "TEST_MULTIGPU"}),
+    "torch.testing._internal.distributed.fake_pg": frozenset({"FakeStore"}),
     "torch.testing._internal.distributed._shard.sharded_tensor": frozenset({
         "ShardedTensorTestBase", "with_comms", "MultiProcessTestCase"}),
 }
@@ -113,6 +127,60 @@ def port_source(source: str, path: str = "<string>") -> PortResult:
     return PortResult(path, source, "".join(lines), mapped, unmapped)
 
 
+def _python_files(paths: list[str]) -> list[str]:
+    found: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            for folder, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules"))
+                found += [os.path.join(folder, f) for f in sorted(files) if f.endswith(".py")]
+        else:
+            found.append(path)
+    return found
+
+
+def private_imports(source: str, path: str = "<string>") -> list[str]:
+    """Every ``torch.testing._internal`` import of ``source``, as ``path:line: what``.
+
+    Example::
+
+        private_imports("from torch.testing._internal.common_utils import run_tests\n", "t.py")
+        # ['t.py:1: torch.testing._internal.common_utils: run_tests']
+    """
+    found = []
+    for node in ast.walk(ast.parse(source, filename=path)):
+        if isinstance(node, ast.Import):
+            found += [f"{path}:{node.lineno}: import {a.name}" for a in node.names if a.name.startswith(_UPSTREAM)]
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(_UPSTREAM):
+            found.append(f"{path}:{node.lineno}: {node.module}: {', '.join(_alias(a) for a in node.names)}")
+    return sorted(found, key=lambda item: int(item.split(":")[1]))
+
+
+def check(paths: list[str]) -> int:
+    """``--check``: print every private import left under ``paths``; 1 while any remains (or a file cannot be
+    read), else 0."""
+    left = 0
+    status = 0
+    files = _python_files(paths)
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                found = private_imports(f.read(), path)
+        except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+            print(f"{path}: cannot check: {type(exc).__name__}: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        for item in found:
+            print(item)
+        left += len(found)
+    if left:
+        print(f"{left} torch.testing._internal import(s) left in {len(files)} file(s): run python -m harness.port "
+              "on them; a name it cannot map has no public counterpart yet", file=sys.stderr)
+        return 1
+    print(f"no torch.testing._internal import in {len(files)} file(s)", file=sys.stderr)
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m harness.port",
@@ -120,12 +188,18 @@ def main(argv: list[str] | None = None) -> int:
                     "to the harness's names; print the diff and what could not be mapped.",
         epilog="Names the harness has no counterpart for stay upstream imports: they keep working while torch is "
                "installed. Exit status: 0 done; 1 a file could not be read or parsed.")
-    parser.add_argument("files", nargs="+", metavar="FILE", help="upstream test files to port")
+    parser.add_argument("files", nargs="+", metavar="PATH",
+                        help="upstream test files to port (with --check: files or folders, their .py files)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing: list every torch.testing._internal import left in PATH (file:line: "
+                             "names) and exit 1 while one remains, 0 when none does (for a project's CI)")
     parser.add_argument("-n", "--dry-run", action="store_true", help="print the diff, write nothing")
     parser.add_argument("-o", "--out-dir", metavar="DIR",
                         help="write the ported files into DIR (same base names) instead of in place")
     parser.add_argument("-q", "--quiet", action="store_true", help="no diff, only the summary")
     args = parser.parse_args(argv)
+    if args.check:
+        return check(args.files)
     status = 0
     for path in args.files:
         try:

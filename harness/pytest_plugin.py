@@ -24,11 +24,11 @@ from typing import Any, Generator
 
 import pytest
 
-from harness import debugging
-from harness.config import settings
-from harness.errors import RankError, RankFailure
-from harness.notes import short_id
-from harness.run import Run
+from harness.parent import relay
+from harness.shared.config import settings
+from harness.shared.errors import RankError, RankFailure
+from harness.judging.notes import short_id
+from harness.parent.run import Run
 
 __all__ = ["RankReport"]
 
@@ -38,8 +38,8 @@ _UPSTREAM = pytest.StashKey[Any]()
 
 
 def _run(config: pytest.Config) -> Run:
-    """The pytest session's run (harness.run): made at configure, closed at unconfigure. pytest's ``--pdb``
-    is the harness's too: a post-mortem prompt in the first rank to fail (harness.debugging)."""
+    """The pytest session's run (harness.parent.run): made at configure, closed at unconfigure. pytest's ``--pdb``
+    is the harness's too: a post-mortem prompt in the first rank to fail (harness.parent.relay)."""
     run = config.stash.get(_RUN, None)
     if run is None:
         run = config.stash[_RUN] = Run(settings(pdb=True) if config.getoption("usepdb", False) else None)
@@ -49,14 +49,14 @@ def _run(config: pytest.Config) -> Run:
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: Any, args: Any) -> Generator[None, None, None]:
     # Outside pytest's capture (which takes fd 0 from here on): a breakpoint in a rank gets a prompt on the
-    # terminal the session was started from, written past the capture (harness.debugging).
-    debugging.started_on_terminal(os.isatty(0))
+    # terminal the session was started from, written past the capture (harness.parent.relay).
+    relay.started_on_terminal(os.isatty(0))
     yield
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # No template is started here: the plugin is loaded for every pytest run where distharness is installed.
-    # A harness test class starts it when its module is imported (harness.case), during collection.
+    # A harness test class starts it when its module is imported (harness.classes.case), during collection.
     _run(config)
 
 
@@ -118,10 +118,10 @@ def _instance(item: pytest.Item) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
-    """Hand the test the session's run, and take the record of where it ran (harness.notes, by test id).
+    """Hand the test the session's run, and take the record of where it ran (harness.judging.notes, by test id).
 
     pytest passes the item itself as unittest's result (``TestCase.run(result=item)``), so the run goes
-    on the item, where ``MultiProcessTestCase.run`` finds it (harness.run.run_for)."""
+    on the item, where ``MultiProcessTestCase.run`` finds it (harness.parent.run.run_for)."""
     run = _run(item.config)
     run.attach(item)
     instance = _instance(item)
@@ -186,7 +186,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """HARNESS_ENV_CHANGED=fail: a test that triage found left state that made a later test fail fails the
     session (an item that is over cannot be failed in pytest; the distharness section names it)."""
     run = _run(session.config)
-    from harness.triage import POLLUTED
+    from harness.judging.triage import POLLUTED
 
     guilty = [f for f in run.notes.triaged if f.kind == POLLUTED]
     if guilty and run.settings.env_changed == "fail" and exitstatus == 0:

@@ -139,7 +139,7 @@ class TestTemplateGone(unittest.TestCase):
 
 _PRELOAD_PROBE = """
 import sys
-from harness import template
+from harness.parent import template
 template.warm(True)
 if sys.argv[1] == "fsdp":
     import torch.distributed.fsdp  # as a test module that uses FSDP would, while the run collects

@@ -22,8 +22,8 @@ import torch.distributed as dist
 from torch.testing._internal.common_distributed import MultiProcessTestCase as UpstreamMultiProcessTestCase
 
 import harness
-from harness.decorators import markers
-from harness.hypothesis_support import load_profile
+from harness.testing.decorators import markers
+from harness.parent.hypothesis_support import load_profile
 
 
 def _run_subtests(self, config, fn, *args, **kwargs):

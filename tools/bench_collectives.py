@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""What torch's flight recorder costs (harness.collectives keeps it on in every rank), on and off side by side.
+"""What torch's flight recorder costs (harness.ranks.recorder keeps it on in every rank), on and off side by side.
 
 Two measures, printed together in one run:
 
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import bench_overhead  # noqa: E402
-from harness.collectives import BUFFER  # noqa: E402
+from harness.ranks.recorder import BUFFER  # noqa: E402
 
 WORKER = """
 import os, sys, time, json

@@ -6,7 +6,7 @@ times, in a subprocess of its own, from a module generated into a temporary dire
 
 * ``harness``        distharness ``MultiProcessTestCase`` with rank processes reused (the default)
 * ``harness-norestore`` the same with ``HARNESS_ENV_CHANGED=off``: the ranks neither record nor restore
-                     their process state around each test (harness.isolation); the difference is its cost
+                     their process state around each test (harness.ranks.isolation); the difference is its cost
 * ``harness-noreuse`` the same with ``HARNESS_REUSE=0``: fresh rank processes for every test
 * ``upstream``       ``torch.testing._internal.common_distributed.MultiProcessTestCase``: spawns the
                      ranks for every test, each test makes its own process group

@@ -111,8 +111,8 @@ class TestWorld4(MultiProcessTestCase):
 DRIVER = """
 import json, sys, time, unittest
 sys.path.insert(0, {tmp!r})
-from harness import template
-from harness.run import Run
+from harness.parent import template
+from harness.parent.run import Run
 template.warm()
 import many_tests
 durations = {{}}

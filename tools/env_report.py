@@ -67,9 +67,9 @@ def gather(world_sizes: list[int], collect_env: bool) -> dict[str, Any]:
     facts["gpus"] = gpus
     facts["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES")
 
-    from harness.placement import choose_placement
-    from harness.config import VARIABLES, settings
-    from harness.hypothesis_support import profile_choice
+    from harness.shared.placement import choose_placement
+    from harness.shared.config import VARIABLES, settings
+    from harness.parent.hypothesis_support import profile_choice
 
     facts["harness_env"] = {name: os.environ.get(name) for name in VARIABLES}
     facts["harness_defaults"] = {name: var.shown_default.replace("`", "") for name, var in VARIABLES.items()}
@@ -128,7 +128,7 @@ def render(facts: dict[str, Any]) -> str:
     lines += ["packages:             " + ", ".join(f"{k} {v}" for k, v in facts.get("packages", {}).items()),
               "```", "", "### What the harness would do", "", "```"]
     width = max(map(len, facts["harness_env"]), default=0)
-    for name, value in facts["harness_env"].items():  # every HARNESS_* variable harness.config knows
+    for name, value in facts["harness_env"].items():  # every HARNESS_* variable harness.shared.config knows
         shown = f"{value}  (set)" if value is not None else f"{facts['harness_defaults'][name]}  (default)"
         lines.append(f"{name:<{width}}  {shown}")
     lines.append(f"{'HYPOTHESIS_PROFILE':<{width}}  {facts['hypothesis_profile']}")

@@ -9,13 +9,14 @@ import textwrap
 from pathlib import Path
 from typing import Sequence
 
-from harness.config import DEVICE_CHOICES, VARIABLES, variables
-from harness.errors import UsageError
-from harness.hypothesis_support import PROFILES
+from harness.shared.config import DEVICE_CHOICES, VARIABLES, variables
+from harness.shared.errors import UsageError
+from harness.parent.hypothesis_support import PROFILES
+from harness.runner.selection import FILE_PATTERNS
 from harness.runner.session import Options, end_unused_template, execute, prepare
-from harness.status import ExitCode
+from harness.shared.status import ExitCode
 
-__all__ = ["FolderSet", "Defaults", "build_parser", "parse", "main", "console_main"]
+__all__ = ["FolderSet", "Defaults", "project_file_patterns", "build_parser", "parse", "main", "console_main"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,12 +40,56 @@ class Defaults:
     """
 
     prog: str = "python -m harness"
-    description: str = ("Run a project's tests (the test_*.py files under the current directory, or the "
+    description: str = ("Run a project's tests (the test_*.py and *_test.py files under the current directory, or the "
                         "targets given) with one line per test, a summary, sharding over CI machines and JUnit XML.")
     folders: tuple[str, ...] = (".",)  # relative to root
     folder_sets: tuple[FolderSet, ...] = ()
     times_file: str = "test-times.json"  # relative to root unless absolute
     root: Path | None = None  # the project's top directory, importable; None: the current directory
+    #: the files a folder's discovery collects; None: the project's ``python_files`` setting
+    #: (:func:`project_file_patterns`), else ``test_*.py`` and ``*_test.py``
+    file_patterns: tuple[str, ...] | None = None
+
+
+def project_file_patterns(root: Path) -> tuple[str, ...] | None:
+    """The test-file patterns a project sets, as pytest's ``python_files``: ``[tool.distharness] python_files``
+    in ``pyproject.toml`` (a list, or one string of space-separated patterns), else ``[tool:distharness]
+    python_files`` in ``setup.cfg`` (space- or line-separated); None when neither sets one.
+
+    Example (pyproject.toml)::
+
+        [tool.distharness]
+        python_files = ["test_*.py", "*_test.py", "check_*.py"]
+    """
+    import configparser
+    import tomllib
+
+    def split(value: object, where: str) -> tuple[str, ...]:
+        items = value.split() if isinstance(value, str) else value
+        if not isinstance(items, list) or not items or not all(isinstance(i, str) and i for i in items):
+            raise UsageError(f"{where}: python_files = {value!r}: give shell patterns of test file names, "
+                             "e.g. [\"test_*.py\", \"*_test.py\"]")
+        return tuple(items)
+
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            with open(pyproject, "rb") as f:
+                table = tomllib.load(f).get("tool", {}).get("distharness", {})
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"{pyproject}: cannot read it: {exc}") from None
+        if "python_files" in table:
+            return split(table["python_files"], f"{pyproject} [tool.distharness]")
+    setup_cfg = root / "setup.cfg"
+    if setup_cfg.is_file():
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(setup_cfg, encoding="utf-8")
+        except configparser.Error as exc:
+            raise UsageError(f"{setup_cfg}: cannot read it: {exc}") from None
+        if parser.has_option("tool:distharness", "python_files"):
+            return split(parser.get("tool:distharness", "python_files"), f"{setup_cfg} [tool:distharness]")
+    return None
 
 
 _WIDTH = 100
@@ -74,9 +119,14 @@ def build_parser(defaults: Defaults = Defaults()) -> argparse.ArgumentParser:
     what = p.add_argument_group("what to run")
     what.add_argument("targets", nargs="*", metavar="MODULE|PATH",
                       help=f"run these instead of {default_where}: a module (pkg.test_mod), a "
-                           "module.Class[.method], a file (path/test_x.py) or a folder (its test_*.py files)")
+                           "module.Class[.method], a file (path/test_x.py) or a folder (its test files: see "
+                           "--python-files)")
     for fs in defaults.folder_sets:
         what.add_argument(fs.flag, dest=_dest(fs), action="store_true", help=fs.help)
+    what.add_argument("--python-files", dest="file_patterns", action="append", default=[], metavar="PATTERN",
+                      help="collect the test files of a folder whose names match PATTERN (a shell pattern; "
+                           "repeatable), instead of the project's python_files setting ([tool.distharness] in "
+                           "pyproject.toml, [tool:distharness] in setup.cfg), else test_*.py and *_test.py")
     what.add_argument("-k", dest="patterns", action="append", default=[], metavar="PATTERN",
                       help="run tests whose id (module.Class.method) contains PATTERN or matches it as a shell "
                            "pattern (fnmatch, e.g. '*Pipeline*.test_*parity'); repeatable, a test matching any runs")
@@ -176,11 +226,13 @@ def parse(args: argparse.Namespace, defaults: Defaults = Defaults()) -> Options:
         if getattr(args, _dest(fs)):
             folders = fs.folders
     times_file = args.times_file or str(root / defaults.times_file)
+    file_patterns = (tuple(args.file_patterns) or defaults.file_patterns or project_file_patterns(root)
+                     or FILE_PATTERNS)
     seed = args.shuffle
     if seed is not None and seed < 0:
         seed = int.from_bytes(os.urandom(4), "little") % 100000
     return Options(root=root, targets=tuple(args.targets), folders=tuple(folders), patterns=tuple(args.patterns),
-                   include=tuple(args.include), exclude=tuple(args.exclude),
+                   file_patterns=file_patterns, include=tuple(args.include), exclude=tuple(args.exclude),
                    shard=tuple(args.shard) if args.shard else None, times_file=times_file,
                    update_times=args.update_times, list_only=args.list_only, device=args.device,
                    timeout=args.timeout, hypothesis_profile=args.hypothesis_profile, failfast=args.failfast,

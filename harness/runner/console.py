@@ -5,7 +5,7 @@ import collections
 from typing import Sequence, TextIO
 
 from harness.runner.results import Entry, counts
-from harness.status import BAD, Status
+from harness.shared.status import BAD, Status
 
 __all__ = ["LABEL", "Console", "table"]
 

@@ -1,10 +1,10 @@
 """``--html PATH``: one self-contained HTML file of a run, from the runner's entries (data), nothing more.
 
 The file opens from disk with no network: its style and script are inline and its Content-Security-Policy
-forbids anything fetched from elsewhere. Every text is escaped and bounded (harness.capture.bounded_output),
+forbids anything fetched from elsewhere. Every text is escaped and bounded (harness.shared.output.bounded_output),
 so a test that printed megabytes or HTML or bytes that are not UTF-8 leaves a small, well-formed page.
 What a failing test shows: its report text (errors, stacks, output, subtests, hypothesis example, triage) and
-its ranks x collectives (harness.collectives.Picture), drawn as a table: one row per rank, one cell per
+its ranks x collectives (harness.judging.analysis.Picture), drawn as a table: one row per rank, one cell per
 collective in the order the rank made them, the collective where the ranks parted marked.
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from harness.capture import bounded_output
+from harness.shared.output import bounded_output
 from harness.runner.results import Entry, counts
-from harness.status import BAD, Status
+from harness.shared.status import BAD, Status
 
 __all__ = ["write_html", "render", "picture_html", "failure_extra", "TEXT_LIMIT", "MAX_CELLS", "MAX_LANES",
            "MAX_FAILURES"]

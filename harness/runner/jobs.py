@@ -25,10 +25,10 @@ import time
 import unittest
 from typing import Any, Mapping, Sequence, TextIO
 
-from harness.pool import Terminated, install_sigterm_handler
+from harness.parent.pool import Terminated, install_sigterm_handler
 from harness.runner.results import Entry, Problem
 from harness.runner.sharding import split_by_class, unit_of
-from harness.status import Status
+from harness.shared.status import Status
 
 __all__ = ["worker_argv", "run_jobs", "write_worker_report", "JobsOutcome"]
 
@@ -119,7 +119,7 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
                 f.write("".join(i + "\n" for i in part))
             proc = subprocess.Popen(worker_argv(options, profile, ids_file, report_file), cwd=str(options.root),
                                     env=env, stdin=subprocess.DEVNULL,  # no worker owns the terminal: a
-                                    # breakpoint there fails its test at once (harness.debugging)
+                                    # breakpoint there fails its test at once (harness.parent.relay)
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     errors="replace")
             tail: list[str] = []
@@ -131,7 +131,7 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
             proc.wait()
     except KeyboardInterrupt as exc:
         # Ctrl-C reached the workers too (one terminal process group): they stop their tests and report.
-        # SIGTERM (harness.pool.Terminated) may have reached only this process: pass it on.
+        # SIGTERM (harness.parent.pool.Terminated) may have reached only this process: pass it on.
         outcome.interrupted = interrupt_reason(exc)
         if isinstance(exc, Terminated):
             _signal_all(procs, signal.SIGTERM)

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.runner.results import Entry
-from harness.status import Status
+from harness.shared.status import Status
 
 __all__ = ["build", "write_junit", "first_line"]
 

@@ -7,10 +7,10 @@ import time
 import unittest
 from typing import Any, Protocol, Sequence
 
-from harness.notes import short_id
+from harness.judging.notes import short_id
 from harness.runner.selection import is_load_failure, module_of
 from harness.runner.sharding import class_unit
-from harness.status import BAD, ExitCode, Status
+from harness.shared.status import BAD, ExitCode, Status
 
 __all__ = ["Problem", "Entry", "Listener", "RunnerResult", "Counts", "counts", "exit_code", "interrupt_reason"]
 
@@ -44,8 +44,8 @@ class Entry:
     sub_skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (params, reason)
     output: str = ""
     examples: int = 0  # hypothesis examples run (0: not a harness test)
-    triage: str = ""  # what checking its failure in fresh ranks found (harness.triage)
-    picture: Any = None  # a failure's ranks x collectives (harness.collectives.Picture): the HTML report draws it
+    triage: str = ""  # what checking its failure in fresh ranks found (harness.judging.triage)
+    picture: Any = None  # a failure's ranks x collectives (harness.judging.analysis.Picture): the HTML report draws it
     real: bool = True  # False: an import failure or a class/module set-up error, not a test of its own
 
     @property
@@ -99,7 +99,7 @@ def exit_code(entries: Sequence[Entry], interrupted: str = "") -> ExitCode:
 
 def interrupt_reason(exc: BaseException | None) -> str:
     """How a run was stopped, in the words the report uses."""
-    from harness.pool import Terminated
+    from harness.parent.pool import Terminated
 
     return "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
 
@@ -160,10 +160,10 @@ class RunnerResult(unittest.TestResult):
 
     def __init__(self, listener: Listener, buffer: bool, failfast: bool, keep_output: bool,
                  run: Any = None) -> None:
-        from harness.run import Run
+        from harness.parent.run import Run
 
         super().__init__()
-        #: the run the tests belong to (harness.run): their settings, ranks and notes
+        #: the run the tests belong to (harness.parent.run): their settings, ranks and notes
         self.harness_run = run if run is not None else Run()
         self.listener = listener
         self.buffer = buffer

@@ -10,9 +10,9 @@ import unittest
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from harness.errors import UsageError
+from harness.shared.errors import UsageError
 
-__all__ = ["iter_tests", "is_load_failure", "module_of", "discover", "load_target", "collect", "module_matches",
+__all__ = ["FILE_PATTERNS", "iter_tests", "is_load_failure", "module_of", "discover", "load_target", "collect", "module_matches",
            "id_matches", "select", "check_includes", "shuffle"]
 
 
@@ -64,22 +64,36 @@ def _top_level(folder: Path) -> Path:
     return top.parent
 
 
-def discover(folder: str | Path, root: Path) -> list[unittest.TestCase]:
-    """The ``test_*.py`` tests under ``folder`` (relative to ``root`` unless absolute), as unittest discovers
-    them; a folder that does not exist has none.
+#: the test files a folder's discovery finds when a project names none: pytest's defaults
+FILE_PATTERNS = ("test_*.py", "*_test.py")
+
+
+def discover(folder: str | Path, root: Path, file_patterns: Sequence[str] = FILE_PATTERNS) -> list[unittest.TestCase]:
+    """The tests of the files under ``folder`` (relative to ``root`` unless absolute) whose names match one of
+    ``file_patterns`` (shell patterns, as pytest's ``python_files``), as unittest discovers them, each once; a
+    folder that does not exist has none.
 
     Example::
 
         tests = discover("test_distributed", Path.cwd())
+        tests = discover("src", Path.cwd(), ["*_test.py"])
     """
     start = (root / folder).resolve()
     if not start.is_dir():
         return []
-    suite = unittest.TestLoader().discover(str(start), pattern="test_*.py", top_level_dir=str(_top_level(start)))
-    return list(iter_tests(suite))
+    found: list[unittest.TestCase] = []
+    seen: set[str] = set()
+    for pattern in file_patterns:
+        suite = unittest.TestLoader().discover(str(start), pattern=pattern, top_level_dir=str(_top_level(start)))
+        for test in iter_tests(suite):
+            key = test.id() if not is_load_failure(test) else f"failed:{test.id()}"
+            if key not in seen:  # a file two patterns match (test_x_test.py) is collected once
+                seen.add(key)
+                found.append(test)
+    return found
 
 
-def load_target(target: str, root: Path) -> list[unittest.TestCase]:
+def load_target(target: str, root: Path, file_patterns: Sequence[str] = FILE_PATTERNS) -> list[unittest.TestCase]:
     """The tests of one command-line target: a folder, a ``.py`` file, or a dotted ``module[.Class[.method]]``.
     Paths are taken from the current directory; a file under ``root`` is imported by its dotted name.
 
@@ -89,7 +103,7 @@ def load_target(target: str, root: Path) -> list[unittest.TestCase]:
     """
     path = Path(target)
     if path.is_dir():
-        return discover(path, root)
+        return discover(path, root, file_patterns)
     if target.endswith(".py"):
         resolved = path.resolve()
         if not resolved.is_file():
@@ -103,7 +117,8 @@ def load_target(target: str, root: Path) -> list[unittest.TestCase]:
     return list(iter_tests(unittest.TestLoader().loadTestsFromName(target)))
 
 
-def collect(targets: Sequence[str], folders: Sequence[str], root: Path) -> list[unittest.TestCase]:
+def collect(targets: Sequence[str], folders: Sequence[str], root: Path,
+            file_patterns: Sequence[str] = FILE_PATTERNS) -> list[unittest.TestCase]:
     """The tests of the targets given, else of the default folders. A target that cannot be loaded is a
     usage error that names it.
 
@@ -112,11 +127,11 @@ def collect(targets: Sequence[str], folders: Sequence[str], root: Path) -> list[
         collect([], ["test_distributed"], Path.cwd())
     """
     if not targets:
-        return [t for folder in folders for t in discover(folder, root)]
+        return [t for folder in folders for t in discover(folder, root, file_patterns)]
     found: list[unittest.TestCase] = []
     for target in targets:
         try:
-            found += load_target(target, root)
+            found += load_target(target, root, file_patterns)
         except (ImportError, AttributeError, FileNotFoundError) as exc:
             raise UsageError(f"{target}: {exc} (give a folder, a .py file, or a dotted module[.Class[.method]] "
                              "importable from the current directory)") from None

@@ -10,12 +10,12 @@ import unittest
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
-from harness.config import Settings
+from harness.shared.config import Settings
 from harness.runner.console import Console
 from harness.runner.results import Entry, RunnerResult, exit_code, interrupt_reason
 from harness.runner.selection import check_includes, collect, module_of, select, shuffle
 from harness.runner.sharding import load_times, save_times, shard
-from harness.status import BAD, ExitCode, Status
+from harness.shared.status import BAD, ExitCode, Status
 
 __all__ = ["Options", "Plan", "prepare", "execute", "times_to_record"]
 
@@ -28,6 +28,7 @@ class Options:
     targets: tuple[str, ...] = ()
     folders: tuple[str, ...] = (".",)
     patterns: tuple[str, ...] = ()
+    file_patterns: tuple[str, ...] = ("test_*.py", "*_test.py")  # which files a folder's discovery collects
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     shard: tuple[int, int] | None = None
@@ -41,7 +42,7 @@ class Options:
     shuffle_seed: int | None = None
     fail_env_changed: bool = False
     triage: bool = True  # False: --no-triage
-    pdb: bool = False  # --pdb: a post-mortem prompt in the first rank to fail (harness.debugging)
+    pdb: bool = False  # --pdb: a post-mortem prompt in the first rank to fail (harness.ranks.debugger)
     buffer: bool = True
     verbose: bool = False
     junit_xml: str | None = None
@@ -70,7 +71,8 @@ class Plan:
 
 def _apply(options: Options) -> Settings:
     """The run's settings: the command line's over the environment's (the ranks it spawns are handed them)."""
-    from harness import config, hypothesis_support
+    from harness.shared import config
+    from harness.parent import hypothesis_support
 
     values: dict[str, Any] = {}
     if options.device:
@@ -84,7 +86,7 @@ def _apply(options: Options) -> Settings:
     if options.pdb:
         values["pdb"] = True
     if options.hypothesis_profile:
-        hypothesis_support.check_profile(options.hypothesis_profile)  # the run takes it (harness.run.Run)
+        hypothesis_support.check_profile(options.hypothesis_profile)  # the run takes it (harness.parent.run.Run)
     return config.settings(**values)
 
 
@@ -96,20 +98,20 @@ def prepare(options: Options) -> Plan:
 
         plan = prepare(Options(root=Path.cwd(), patterns=("parity",)))
     """
-    from harness import torchrun
+    from harness.shared import launcher
 
     conf = _apply(options)
     # this process runs the tests itself (not --list, not the parent of -j workers): it may fork ranks
     runs_here = not options.list_only and not (options.jobs > 1 and options.job_of is None)
     if runs_here and not _in_process_only(options.targets):
-        from harness import template
+        from harness.parent import template
 
         template.warm(conf.template)  # its torch import overlaps the test modules' (collected next)
     if str(options.root) not in sys.path:  # dotted targets and packages under root import from there
         sys.path.insert(0, str(options.root))
-    discovered = collect(options.targets, options.folders, options.root)
+    discovered = collect(options.targets, options.folders, options.root, options.file_patterns)
     if runs_here:
-        from harness import template
+        from harness.parent import template
 
         template.tell()  # what the test modules imported: the template imports it too, while the run goes on
     check_includes(discovered, options.include)
@@ -130,7 +132,7 @@ def prepare(options: Options) -> Plan:
         tests = shuffle(tests, options.shuffle_seed)
         notes.append(f"shuffled with seed {options.shuffle_seed} (--shuffle {options.shuffle_seed} runs this order "
                      "again)")
-    return Plan(options, tests, len(discovered), notes, conf, reporting=torchrun.launched_rank() == 0)
+    return Plan(options, tests, len(discovered), notes, conf, reporting=launcher.launched_rank() == 0)
 
 
 #: the classes whose tests run in the runner's own process (threads, simulated ranks), and those run on ranks
@@ -165,14 +167,14 @@ def end_unused_template() -> None:
     """A run that forks no rank (``--list``, a usage error) ends the template its test classes warmed while
     they were collected, at once: it would otherwise finish importing torch after the run has returned,
     holding the run's stdout open (a caller reading it through a pipe would wait for it)."""
-    template = sys.modules.get("harness.template")
+    template = sys.modules.get("harness.parent.template")
     if template is not None:
         template.stop(unused=True)
 
 
 def _uses_ranks(test: Any) -> bool:
     """``test`` runs on the harness's rank processes (not a plain TestCase, nor a class that runs in this process)."""
-    from harness.case import MultiProcessTestCase
+    from harness.classes.case import MultiProcessTestCase
 
     return isinstance(test, MultiProcessTestCase) and not getattr(type(test), "_harness_local", False)
 
@@ -201,7 +203,7 @@ def _list(plan: Plan, out: TextIO) -> ExitCode:
 def _header(plan: Plan) -> str:
     import torch
 
-    from harness.hypothesis_support import profile_name
+    from harness.parent.hypothesis_support import profile_name
 
     conf = plan.settings
     return (f"distharness: {len(plan.tests)} tests from {_modules(plan)} modules ({plan.options.where}); "
@@ -210,9 +212,9 @@ def _header(plan: Plan) -> str:
 
 
 def _parallel(plan: Plan) -> bool:
-    from harness import torchrun
+    from harness.shared import launcher
 
-    return plan.options.jobs > 1 and plan.options.job_of is None and not torchrun.launched() and len(plan.tests) > 1
+    return plan.options.jobs > 1 and plan.options.job_of is None and not launcher.launched() and len(plan.tests) > 1
 
 
 def _run(plan: Plan, out: TextIO) -> ExitCode:
@@ -226,7 +228,7 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
     started = time.monotonic()
     interrupted = ""
     if _parallel(plan):
-        from harness.hypothesis_support import profile_name
+        from harness.parent.hypothesis_support import profile_name
         from harness.runner.jobs import run_jobs
 
         outcome = run_jobs(options, profile_name(options.hypothesis_profile), tests, options.jobs,
@@ -234,7 +236,7 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
         entries, notes, ran, interrupted = outcome.entries, outcome.notes, outcome.started, outcome.interrupted
         class_seconds = outcome.class_seconds
     else:
-        from harness.run import Run
+        from harness.parent.run import Run
 
         run = Run(plan.settings, options.hypothesis_profile)
         result = RunnerResult(console, buffer=options.buffer, failfast=options.failfast, keep_output=options.verbose,
@@ -242,7 +244,7 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
         result.startTestRun()
         try:
             unittest.TestSuite(tests).run(result)
-        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.pool.Terminated)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.parent.pool.Terminated)
             interrupted = interrupt_reason(exc)
             result.stop_interrupted()
         finally:

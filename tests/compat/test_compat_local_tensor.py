@@ -12,7 +12,7 @@ NO_GPUS = {"CUDA_VISIBLE_DEVICES": ""}
 TWIN = "TestShardsWithLocalTensor"
 MIXED_LINE = (r"cx_local_tensor\.TestMixed mixes upstream's torch\.testing\._internal\.distributed\._tensor\."
               r"common_dtensor\.LocalDTensorTestBase with the harness's classes: its 1 test ran on distharness's rank "
-              r"processes \(harness\.case\.MultiProcessTestCase\.run\(\) ran them; .*make the twin with "
+              r"processes \(harness\.classes\.case\.MultiProcessTestCase\.run\(\) ran them; .*make the twin with "
               r"harness\.create_local_tensor_test_class")
 
 

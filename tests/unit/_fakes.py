@@ -4,7 +4,7 @@ from __future__ import annotations
 import unittest
 
 from harness.runner.results import Entry, Problem
-from harness.status import Status
+from harness.shared.status import Status
 
 
 def make_tests(spec: dict[str, dict[str, list[str]]]) -> list[unittest.TestCase]:

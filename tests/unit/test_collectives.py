@@ -1,16 +1,16 @@
-"""The analysis of the ranks' collectives (harness.collectives) over dumps made by hand, and the report
+"""The analysis of the ranks' collectives (harness.judging.analysis) over dumps made by hand, and the report
 that merge() makes of them: no process, no process group.
 
-A dump is what a rank's flight recorder held of one test, as ``collectives.own_dump`` writes it.
+A dump is what a rank's flight recorder held of one test, as ``harness.ranks.recorder.own_dump`` writes it.
 """
 from __future__ import annotations
 
 import unittest
 from typing import Any
 
-from harness import collectives
-from harness.outcome import ERROR, KILLED, PASSED, TIMEOUT, RankResult
-from harness.verdict import merge
+from harness.judging import analysis as collectives
+from harness.shared.outcome import ERROR, KILLED, PASSED, TIMEOUT, RankResult
+from harness.judging.verdict import merge
 
 DEFAULT = {"0": {"ranks": [0, 1], "desc": "default_pg", "default": True}}
 

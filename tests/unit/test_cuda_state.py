@@ -1,10 +1,10 @@
 """Which CUDA errors leave a rank unusable, what is said of memory a test left, and the shared-GPU classifier."""
 import unittest
 
-from harness import cuda_state
-from harness.fallback import needs_cuda, needs_nccl
-from harness.verdict import world_changes
-from harness.outcome import ERROR, PASSED, RankResult
+from harness.ranks import cuda_state
+from harness.judging.fallback import needs_cuda, needs_nccl
+from harness.judging.verdict import world_changes
+from harness.shared.outcome import ERROR, PASSED, RankResult
 
 
 class TestSticky(unittest.TestCase):

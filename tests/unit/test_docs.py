@@ -15,13 +15,13 @@ from pathlib import Path
 from unittest import mock
 
 import harness
-from harness.config import DEVICE_CHOICES, VARIABLES
-from harness.hypothesis_support import PROFILES
-from harness.placement import KINDS, Placement
+from harness.shared.config import DEVICE_CHOICES, VARIABLES
+from harness.parent.hypothesis_support import PROFILES
+from harness.shared.placement import KINDS, Placement
 from harness.port import MAPPING, RENAMED
 from harness.runner.cli import Defaults, build_parser
-from harness.status import ExitCode
-from harness.upstream import HARNESS_NAMES, UPSTREAM_PREFIX
+from harness.shared.status import ExitCode
+from harness.judging.upstream import HARNESS_NAMES, UPSTREAM_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -105,7 +105,7 @@ def run_tests_defaults() -> Defaults:
 
 
 class TestSettingsPage(unittest.TestCase):
-    """docs/settings.md's table is harness.config.VARIABLES."""
+    """docs/settings.md's table is harness.shared.config.VARIABLES."""
 
     def rows(self) -> dict[str, str]:
         rows: dict[str, str] = {}
@@ -175,11 +175,11 @@ class TestRunnerPage(unittest.TestCase):
     def test_the_exit_codes_are_exitcodes(self):
         listed = {int(cells[0]): code_spans(cells[1])[0] for cells in table(self.text, "code")}
         self.assertEqual(listed, {int(c): c.name for c in ExitCode},
-                         "docs/runner.md's exit codes and harness.status.ExitCode differ")
+                         "docs/runner.md's exit codes and harness.shared.status.ExitCode differ")
 
 
 class TestPlacementPage(unittest.TestCase):
-    """docs/placement.md's placements are harness.placement's, and its device values are HARNESS_DEVICE's."""
+    """docs/placement.md's placements are harness.shared.placement's, and its device values are HARNESS_DEVICE's."""
 
     @classmethod
     def setUpClass(cls):
@@ -188,7 +188,7 @@ class TestPlacementPage(unittest.TestCase):
     def test_the_kinds_are_placement_kinds(self):
         rows = table(self.text, "placement (as reports label it)")
         self.assertEqual(sorted(code_spans(cells[1])[0] for cells in rows), sorted(KINDS),
-                         "docs/placement.md's placements and harness.placement.KINDS differ")
+                         "docs/placement.md's placements and harness.shared.placement.KINDS differ")
 
     def test_each_label_is_the_one_reports_print(self):
         for cells in table(self.text, "placement (as reports label it)"):
@@ -202,7 +202,7 @@ class TestPlacementPage(unittest.TestCase):
     def test_the_device_values_are_harness_devices(self):
         values = [code_spans(cells[0])[0] for cells in table(self.text, "value")]
         self.assertEqual(sorted(values), sorted(DEVICE_CHOICES),
-                         "docs/placement.md's HARNESS_DEVICE values and harness.config.DEVICE_CHOICES differ")
+                         "docs/placement.md's HARNESS_DEVICE values and harness.shared.config.DEVICE_CHOICES differ")
         self.assertEqual(VARIABLES["HARNESS_DEVICE"].choices, DEVICE_CHOICES)
 
 
@@ -211,11 +211,11 @@ class TestHypothesisPage(unittest.TestCase):
         rows = table(read(DOCS / "hypothesis.md"), "profile")
         listed = {code_spans(c[0])[0]: (int(c[1]), c[2].startswith("yes")) for c in rows}
         self.assertEqual(listed, {name: (p["max_examples"], bool(p.get("derandomize"))) for name, p in PROFILES.items()},
-                         "docs/hypothesis.md's profiles and harness.hypothesis_support.PROFILES differ")
+                         "docs/hypothesis.md's profiles and harness.parent.hypothesis_support.PROFILES differ")
 
 
 class TestCompatibilityPage(unittest.TestCase):
-    """docs/compatibility.md's names are what harness.port maps, harness exports and harness.upstream names."""
+    """docs/compatibility.md's names are what harness.port maps, harness exports and harness.judging.upstream names."""
 
     @classmethod
     def setUpClass(cls):
@@ -241,7 +241,7 @@ class TestCompatibilityPage(unittest.TestCase):
         rows = table(self.text, "upstream base")
         listed = {code_spans(cells[0])[0]: code_spans(cells[1])[0] for cells in rows}
         self.assertEqual(listed, {name: f"harness.{ours}" for name, ours in HARNESS_NAMES.items()},
-                         "docs/compatibility.md's bases and harness.upstream.HARNESS_NAMES differ")
+                         "docs/compatibility.md's bases and harness.judging.upstream.HARNESS_NAMES differ")
         for ours in HARNESS_NAMES.values():
             self.assertIn(ours, harness.__all__)
 

@@ -1,11 +1,11 @@
-"""The peer grace (harness.grace): when it starts, when it ends, what the report says; pure, no process."""
+"""The peer grace (harness.shared.grace): when it starts, when it ends, what the report says; pure, no process."""
 from __future__ import annotations
 
 import unittest
 
 from hypothesis import given, strategies as st
 
-from harness.grace import POST_MARGIN, PeerGrace, Trouble
+from harness.shared.grace import POST_MARGIN, PeerGrace, Trouble
 
 
 class TestPeerGrace(unittest.TestCase):

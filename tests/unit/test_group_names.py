@@ -8,8 +8,8 @@ import unittest
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
-from harness.comms import ProcessGroupKeeper
-from harness.protocol import group_timeout
+from harness.ranks.comms import ProcessGroupKeeper
+from harness.shared.protocol import group_timeout
 
 
 class TestGroupNames(unittest.TestCase):

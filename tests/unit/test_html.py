@@ -6,10 +6,10 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from harness import collectives
+from harness.judging import analysis as collectives
 from harness.runner.html import MAX_FAILURES, TEXT_LIMIT, render, write_html
 from harness.runner.results import Entry, Problem
-from harness.status import Status
+from harness.shared.status import Status
 
 
 def _call(group: str, seq: int, op: str, size: int, done: bool = True, t: int = 0) -> dict:

@@ -1,6 +1,6 @@
-"""Which hypothesis profile a run uses, and the settings a @given test gets from it (harness.hypothesis_support).
+"""Which hypothesis profile a run uses, and the settings a @given test gets from it (harness.parent.hypothesis_support).
 
-The profile is the run's (harness.run.Run), handed to run_given: no module state, and hypothesis's own
+The profile is the run's (harness.parent.run.Run), handed to run_given: no module state, and hypothesis's own
 process-wide default untouched. Examples go to a list here instead of to ranks.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import UsageError
-from harness.hypothesis_support import PROFILES, check_profile, profile_choice, run_given, settings_for
-from harness.run import Run
+from harness.parent.hypothesis_support import PROFILES, check_profile, profile_choice, run_given, settings_for
+from harness.parent.run import Run
 
 
 def _environment(**values: str) -> mock._patch:

@@ -1,4 +1,4 @@
-"""The table of a rank's process state (harness.isolation): every row complete, what is put back put back,
+"""The table of a rank's process state (harness.ranks.isolation): every row complete, what is put back put back,
 what is left named, and one failing restore never stopping the others. In this process, no ranks."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from harness.isolation import RESOURCES, UNWATCHED, Resource, record, restore
+from harness.ranks.isolation import RESOURCES, UNWATCHED, Resource, record, restore
 
 
 class TestTheTable(unittest.TestCase):

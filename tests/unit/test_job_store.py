@@ -1,4 +1,4 @@
-"""torchrun's store as the launched ranks speak it (harness.job_store): the key scheme, the step numbers every
+"""torchrun's store as the launched ranks speak it (harness.torchrun.job_store): the key scheme, the step numbers every
 rank keeps in lockstep, typed messages over a real in-process store, and the order of the ranks' failures."""
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import unittest
 
 from hypothesis import given, strategies as st
 
-from harness.job_store import Collectives, Example, JobOver, JobStore, Keys, Leaving, Seed, Steps, TempDir
-from harness.outcome import FAILED, PASSED, RankResult, SubtestOutcome
-from harness.verdict import merge
-from harness.protocol import Done, Meet
+from harness.torchrun.job_store import Collectives, Example, JobOver, JobStore, Keys, Leaving, Seed, Steps, TempDir
+from harness.shared.outcome import FAILED, PASSED, RankResult, SubtestOutcome
+from harness.judging.verdict import merge
+from harness.shared.protocol import Done, Meet
 
 
 def _store() -> JobStore:
@@ -112,7 +112,7 @@ class TestArrivalOrder(unittest.TestCase):
     verdict names the rank that failed first, not the lowest rank (tests/test_torchrun.py runs it for real)."""
 
     def test_the_rank_that_failed_first_is_named_first(self):
-        from harness.torchrun import _Arrival
+        from harness.torchrun.job import _Arrival
 
         store, keys = _store(), Keys(1)
         arrivals = {r: _Arrival(store, keys) for r in range(2)}
@@ -127,7 +127,7 @@ class TestArrivalOrder(unittest.TestCase):
         self.assertTrue(verdict.text.startswith("m.T.test [rank 1/2] failed on cpu/gloo: AssertionError: FIRST"))
 
     def test_a_rank_takes_its_place_once(self):
-        from harness.torchrun import _Arrival
+        from harness.torchrun.job import _Arrival
 
         arrival = _Arrival(_store(), Keys(1))
         arrival.failing(RankResult(rank=0, status=FAILED))
@@ -137,11 +137,11 @@ class TestArrivalOrder(unittest.TestCase):
 
 class TestOneJobAProcess(unittest.TestCase):
     def test_a_second_run_in_a_launched_process_is_refused_with_the_fix(self):
-        # A rank joins torchrun's rendezvous once (harness.run.Run.worlds makes the job): a second run that asks
+        # A rank joins torchrun's rendezvous once (harness.parent.run.Run.worlds makes the job): a second run that asks
         # for ranks is told to share the first, before it touches the environment or the store.
-        from harness.config import settings
+        from harness.shared.config import settings
         from harness.errors import HarnessError
-        from harness.torchrun import LaunchedJob
+        from harness.torchrun.job import LaunchedJob
 
         self.addCleanup(setattr, LaunchedJob, "_joined", LaunchedJob._joined)
         LaunchedJob._joined = True

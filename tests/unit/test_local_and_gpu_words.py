@@ -6,11 +6,11 @@ import unittest
 from hypothesis import given, settings, strategies as st
 
 import harness
-from harness.fallback import gpu_skip
-from harness.local import LocalDTensorTestBase, create_local_tensor_test_class
-from harness.notes import Notes
+from harness.judging.fallback import gpu_skip
+from harness.inprocess.local import LocalDTensorTestBase, create_local_tensor_test_class
+from harness.judging.notes import Notes
 from harness.port import port_source
-from harness.upstream import upstream_base
+from harness.judging.upstream import upstream_base
 
 GPU_WORDS = ["CUDA", "cuda", "GPU", "GPUs", "gpu", "NCCL", "nccl", "accelerator", "accelerators", "multi-gpu"]
 
@@ -106,7 +106,7 @@ class TestMixedMro(unittest.TestCase):
         mixed = type("TWithLocalTensor", (_upstream_local(), harness.DTensorTestBase),
                      {"__module__": "m", "__qualname__": "TWithLocalTensor"})
         found = upstream_base(mixed)
-        self.assertEqual(found.runs_on, "harness.case.MultiProcessTestCase")
+        self.assertEqual(found.runs_on, "harness.classes.case.MultiProcessTestCase")
         line = found.line(28)
         self.assertTrue(line.startswith("m.TWithLocalTensor mixes upstream's torch.testing._internal.distributed."
                                         "_tensor.common_dtensor.LocalDTensorTestBase with the harness's classes: its "
@@ -117,7 +117,7 @@ class TestMixedMro(unittest.TestCase):
     def test_mixed_with_the_harness_local_class_says_one_process(self):
         mixed = type("T", (_upstream_local(), LocalDTensorTestBase), {"__module__": "m", "__qualname__": "T"})
         found = upstream_base(mixed)
-        self.assertEqual(found.runs_on, "harness.local.LocalDTensorTestBase")
+        self.assertEqual(found.runs_on, "harness.inprocess.local.LocalDTensorTestBase")
         self.assertIn("ran in one process, every rank simulated", found.line(1))
 
     def test_notes_say_who_ran_each_test_not_what_the_mro_predicts(self):
@@ -178,7 +178,7 @@ class TestCreateLocalTensorTestClass(unittest.TestCase):
         self.assertFalse(hasattr(_Orig, "_harness_local"))
 
     def test_the_marks_survive_the_wrapping(self):
-        from harness.decorators import gpus_needed, markers
+        from harness.testing.decorators import gpus_needed, markers
 
         twin = create_local_tensor_test_class(_Orig)
         self.assertTrue(markers(twin.test_a)["comms"])

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import unittest
 
-from harness.outcome import CRASHED, ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, order_by_cause
-from harness.verdict import merge
+from harness.shared.outcome import CRASHED, ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, order_by_cause
+from harness.judging.verdict import merge
 
 TEST = "mod.TestX.test_y"
 PEER = "RuntimeError", "[pair.cc:553] Connection closed by peer [127.0.0.1]:3510"

@@ -6,8 +6,8 @@ import pickle
 import tempfile
 import unittest
 
-from harness.capture import bounded_output, read_bounded
-from harness.outcome import ERROR, FAILED, RankResult, SubtestOutcome, capture_exception, sendable
+from harness.shared.output import bounded_output, read_bounded
+from harness.shared.outcome import ERROR, FAILED, RankResult, SubtestOutcome, capture_exception, sendable
 
 
 class _Unpicklable(str):

@@ -7,10 +7,10 @@ from unittest import mock
 import torch
 from hypothesis import given, strategies as st
 
-from harness.config import DEVICE_CHOICES
-from harness.placement import KINDS, Placement, choose_placement, default_backend, normalize_backend
+from harness.shared.config import DEVICE_CHOICES
+from harness.shared.placement import KINDS, Placement, choose_placement, default_backend, normalize_backend
 from harness.errors import UsageError
-from harness.testrun import world_size_for
+from harness.parent.testrun import world_size_for
 
 
 def _nccl(available: bool) -> mock._patch:
@@ -207,7 +207,7 @@ class TestTheRankAsksThePlacement(unittest.TestCase):
     """A rank takes its placement from its context (not from the Task) and asks it for the backend."""
 
     def test_a_bound_test_says_the_placements_device_and_backend(self):
-        from harness.protocol import Task
+        from harness.shared.protocol import Task
 
         Plain, _ = _classes()
         shared = Placement("cuda", 2, "why", shared=True, gpus=1)
@@ -218,8 +218,8 @@ class TestTheRankAsksThePlacement(unittest.TestCase):
         self.assertEqual((test.rank, test.device_type, test.backend), (1, "cuda", "gloo"))
 
     def test_the_backend_asked_is_the_decorators_or_the_classs_own_else_none(self):
-        from harness.decorators import markers
-        from harness.rank_task import _backend_asked
+        from harness.testing.decorators import markers
+        from harness.ranks.task import _backend_asked
 
         Plain, Own = _classes()
         self.assertIsNone(_backend_asked(Plain("test_x"), markers(Plain.test_x)))  # the placement's: not normalised again

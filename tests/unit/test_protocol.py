@@ -1,4 +1,4 @@
-"""The rules both transports follow (harness.protocol): the run_subtests meeting, the process group's timeout."""
+"""The rules both transports follow (harness.shared.protocol): the run_subtests meeting, the process group's timeout."""
 from __future__ import annotations
 
 import pickle
@@ -6,8 +6,8 @@ import unittest
 
 from hypothesis import given, settings, strategies as st
 
-from harness.outcome import PASSED, RankResult, SubtestOutcome
-from harness.protocol import (Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Stop, Task, group_timeout,
+from harness.shared.outcome import PASSED, RankResult, SubtestOutcome
+from harness.shared.protocol import (Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Stop, Task, group_timeout,
                               meeting_call)
 
 
@@ -72,9 +72,9 @@ class TestEachFactOnce(unittest.TestCase):
     def test_a_world_takes_the_time_limit_from_the_task_alone(self):
         import inspect
 
-        from harness.pool import RankPool
-        from harness.torchrun import LaunchedJob
-        from harness.world import World
+        from harness.parent.pool import RankPool
+        from harness.torchrun.job import LaunchedJob
+        from harness.shared.world import World
 
         for world in (World, RankPool, LaunchedJob):
             with self.subTest(world.__name__):
@@ -83,7 +83,7 @@ class TestEachFactOnce(unittest.TestCase):
     def test_the_process_groups_timeout_has_one_floor(self):
         import inspect
 
-        from harness.comms import ProcessGroupKeeper
+        from harness.ranks.comms import ProcessGroupKeeper
 
         # the keeper is told the group's timeout (group_timeout) every time; it has no default of its own
         self.assertIs(inspect.signature(ProcessGroupKeeper.ensure).parameters["timeout_s"].default,

@@ -12,7 +12,7 @@ import unittest
 from harness.runner.results import RunnerResult
 from harness.runner.session import times_to_record
 from harness.runner.sharding import class_key
-from harness.status import Status
+from harness.shared.status import Status
 from tests.unit._fakes import entry, load_failure
 
 NAP = 0.05

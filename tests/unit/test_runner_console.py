@@ -6,7 +6,7 @@ import unittest
 
 from harness.runner.console import Console, table
 from harness.runner.results import counts
-from harness.status import Status
+from harness.shared.status import Status
 from tests.unit._fakes import entry
 
 

@@ -5,10 +5,10 @@ import contextlib
 import io
 import unittest
 
-from harness.pool import Terminated
+from harness.parent.pool import Terminated
 from harness.runner import main
 from harness.runner.results import exit_code, interrupt_reason
-from harness.status import ExitCode, Status
+from harness.shared.status import ExitCode, Status
 from tests.unit._fakes import entry
 
 

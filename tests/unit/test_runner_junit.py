@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 from harness.runner.junit import first_line, write_junit
 from harness.runner.results import Problem
-from harness.status import Status
+from harness.shared.status import Status
 from tests.unit._fakes import entry
 
 SUB_FAIL = "Traceback (most recent call last):\nAssertionError: 1 != 2"

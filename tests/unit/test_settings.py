@@ -6,8 +6,8 @@ import os
 import unittest
 from unittest import mock
 
-from harness import config
-from harness.config import VARIABLES, Settings, settings
+from harness.shared import config
+from harness.shared.config import VARIABLES, Settings, settings
 from harness.errors import UsageError
 
 
@@ -108,14 +108,14 @@ class TestValuesOverTheEnvironment(_Clean):
                 settings(**values)
 
     def test_configure_is_gone_with_a_message_that_says_what_to_use(self):
-        from harness.config import configure
+        from harness.shared.config import configure
 
         with self.assertRaisesRegex(UsageError, r"configure\(device='cpu'\): settings belong to a run now.*"
-                                                r"harness.run.Run\(harness.config.settings\(device='cpu'\)\)"):
+                                                r"harness.parent.run.Run\(harness.shared.config.settings\(device='cpu'\)\)"):
             configure(device="cpu")
 
     def test_a_ranks_copy_of_the_parents_settings_is_the_same(self):
-        # harness.pool hands the parent's Settings to each rank as they are, whatever the rank's environment says
+        # harness.parent.pool hands the parent's Settings to each rank as they are, whatever the rank's environment says
         parent = settings(device="cpu", timeout=12.5, threads=2)
         self.env(device="cuda")
         self.assertEqual(settings(**dataclasses.asdict(parent)), parent)

@@ -1,4 +1,4 @@
-"""The thread ranks' in-process group (harness.threaded_pg): each collective's result on real threads, and the
+"""The thread ranks' in-process group (harness.inprocess.threaded_pg): each collective's result on real threads, and the
 runner's guess that a file needs no rank processes (harness.runner.session._in_process_only)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import unittest
 import torch
 import torch.distributed as dist
 
-from harness import threaded_pg
+from harness.inprocess import threaded_pg
 from harness.runner.session import _in_process_only
 
 
@@ -120,7 +120,7 @@ class TestThreadEnd(unittest.TestCase):
     def test_a_thread_rank_ends_with_no_torch_mode_on_its_stacks(self):
         # a mode left there is released after join, as the OS thread ends: during the interpreter's exit that
         # aborts the process (exit status 134) after every test passed
-        from harness.threaded import _drop_thread_modes
+        from harness.inprocess.threaded import _drop_thread_modes
 
         seen: dict[str, int] = {}
 

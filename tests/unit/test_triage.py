@@ -1,14 +1,14 @@
-"""harness.triage's decisions over made-up outcomes: the bisection, what a finding says. No process."""
+"""harness.judging.triage's decisions over made-up outcomes: the bisection, what a finding says. No process."""
 import math
 import unittest
 
 from hypothesis import given, settings, strategies as st
 
-from harness.outcome import FAILED, PASSED, RankResult, SubtestOutcome
-from harness.placement import choose_placement
-from harness.protocol import Task
-from harness.triage import FLAKY, OWN, POLLUTED, UNDECIDED, Finding, Ran, bisect, check
-from harness.verdict import Facts, judge
+from harness.shared.outcome import FAILED, PASSED, RankResult, SubtestOutcome
+from harness.shared.placement import choose_placement
+from harness.shared.protocol import Task
+from harness.judging.triage import FLAKY, OWN, POLLUTED, UNDECIDED, Finding, Ran, bisect, check
+from harness.judging.verdict import Facts, judge
 
 
 def fails(results):
@@ -130,7 +130,7 @@ class TestCheck(unittest.TestCase):
     def test_a_budget_spent_while_bisecting_says_it_passed_alone(self):
         rule = lambda ran: ran[-1] == "c" and "a" in ran  # noqa: E731
         clock = iter(range(100))
-        import harness.triage as t
+        import harness.judging.triage as t
 
         real = t.time.monotonic
         t.time.monotonic = lambda: float(next(clock))  # each look at the clock: a second later

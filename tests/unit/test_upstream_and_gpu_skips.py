@@ -3,10 +3,10 @@ harness, what the port tool maps them to, and the needs-CUDA summary lines. No p
 import unittest
 
 import harness
-from harness.notes import Notes
-from harness.fallback import gpu_skip
+from harness.judging.notes import Notes
+from harness.judging.fallback import gpu_skip
 from harness.port import MAPPING, port_source
-from harness.upstream import HARNESS_NAMES, upstream_base
+from harness.judging.upstream import HARNESS_NAMES, upstream_base
 
 
 class TestGpuSkip(unittest.TestCase):

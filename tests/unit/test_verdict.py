@@ -1,5 +1,5 @@
-"""The verdict (harness.verdict): the ranks' results and the parent's facts in, one Verdict (data) out;
-harness.report renders it as unittest's outcomes and tells the run's notes.
+"""The verdict (harness.judging.verdict): the ranks' results and the parent's facts in, one Verdict (data) out;
+harness.judging.report renders it as unittest's outcomes and tells the run's notes.
 
 No process runs here: the results are made by hand, as a pool or torchrun would send them back.
 """
@@ -9,12 +9,12 @@ import contextlib
 import io
 import unittest
 
-from harness import report, verdict
+from harness.judging import report, verdict
 from harness.errors import RankAbort, RankError, RankFailure
-from harness.notes import Notes, TestRecord
-from harness.outcome import ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome
-from harness.placement import Placement, choose_placement
-from harness.verdict import NEEDS_CUDA, NEEDS_NCCL, OWN, PLACEMENT, UPSTREAM, Facts, judge
+from harness.judging.notes import Notes, TestRecord
+from harness.shared.outcome import ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome
+from harness.shared.placement import Placement, choose_placement
+from harness.judging.verdict import NEEDS_CUDA, NEEDS_NCCL, OWN, PLACEMENT, UPSTREAM, Facts, judge
 
 TEST = "mod.TestX.test_y"
 NO_CUDA = ("AssertionError", "Torch not compiled with CUDA enabled")
@@ -169,7 +169,7 @@ class TestBeforeRun(unittest.TestCase):
 
 
 class TestReport(unittest.TestCase):
-    """harness.report renders a Verdict; it decides nothing."""
+    """harness.judging.report renders a Verdict; it decides nothing."""
 
     def setUp(self) -> None:
         self.case = _case()

@@ -1,0 +1,305 @@
+"""The small models upstream's distributed tests build, public and stable: same constructor arguments,
+submodule names and parameter shapes as ``torch.testing._internal``'s, so parallelize plans and state-dict
+keys written against upstream's work unchanged.
+
+Example::
+
+    from harness.models import MLPModule, ModelArgs, Transformer
+
+    model = Transformer(ModelArgs(n_layers=2, dim=16))
+    plan = {"layers.0.attention.wq": ColwiseParallel()}
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+__all__ = ["MLP", "MLPStack", "DoubleLinear", "MLPModule", "MLPStacked", "ModelArgs", "Attention", "FeedForward",
+           "TransformerBlock", "Transformer"]
+
+
+# ---- FSDP's (upstream's common_fsdp) -------------------------------------------------------------
+
+
+class MLP(nn.Module):
+    """``in_proj`` (dim -> dim_multiplier*dim), ReLU, ``out_proj`` (back to dim), ReLU, plus an optional buffer.
+
+    Example::
+
+        MLP(8, torch.device("cpu"), with_buffer=True)(torch.randn(2, 8)).shape   # (2, 8)
+    """
+
+    def __init__(self, dim: int, device: Any = None, *, bias: bool = True, with_buffer: bool = False,
+                 dim_multiplier: int = 4) -> None:
+        super().__init__()
+        self.in_proj = nn.Linear(dim, dim * dim_multiplier, bias=bias, device=device)
+        self.out_proj = nn.Linear(dim * dim_multiplier, dim, bias=bias, device=device)
+        self.buffer: torch.Tensor | None
+        if with_buffer:
+            self.register_buffer("buffer", torch.randn((dim,), device=device))
+        else:
+            self.buffer = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.out_proj(F.relu(self.in_proj(x))))
+        return y if self.buffer is None else y + self.buffer
+
+    def reset_parameters(self) -> None:
+        """Only the buffer: the linears reset themselves (FSDP2's meta-device init calls this per module)."""
+        if self.buffer is not None:
+            nn.init.normal_(self.buffer)
+
+
+class MLPStack(nn.Sequential):
+    """Three :class:`MLP` (multipliers 3, 4, 3: uneven shards), and a LayerNorm with ``with_seq_parallel``;
+    ``parallelize`` applies tensor parallelism on ``tp_mesh`` and FSDP2 on ``dp_mesh``."""
+
+    def __init__(self, mlp_dim: int, *, with_seq_parallel: bool = False) -> None:
+        layers: list[nn.Module] = [MLP(mlp_dim, dim_multiplier=3), MLP(mlp_dim), MLP(mlp_dim, dim_multiplier=3)]
+        if with_seq_parallel:
+            layers.append(nn.LayerNorm(mlp_dim, bias=False))
+        super().__init__(*layers)
+        self.with_seq_parallel = with_seq_parallel
+
+    def parallelize(self, tp_mesh: Any, dp_mesh: Any, use_activation_checkpointing: bool,
+                    **fsdp_kwargs: Any) -> MLPStack:
+        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.tensor import Shard
+        from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, SequenceParallel,
+                                                       parallelize_module)
+
+        # the activations stay DTensors between the MLPs: their hidden sizes do not divide evenly
+        plan: dict[str, Any] = {}
+        for i in range(3):
+            plan[f"{i}.in_proj"] = ColwiseParallel(use_local_output=False)
+            plan[f"{i}.out_proj"] = RowwiseParallel(use_local_output=False)
+        plan["2.out_proj"] = RowwiseParallel(output_layouts=Shard(1)) if self.with_seq_parallel else RowwiseParallel()
+        if self.with_seq_parallel:
+            plan["3"] = SequenceParallel(sequence_dim=1)
+        parallelize_module(self, device_mesh=tp_mesh, parallelize_plan=plan)
+        for module in self:
+            if isinstance(module, nn.LayerNorm):
+                continue
+            if use_activation_checkpointing:
+                from torch.distributed._composable import checkpoint
+
+                checkpoint(module)
+            fully_shard(module, mesh=dp_mesh, **fsdp_kwargs)
+        fully_shard(self, mesh=dp_mesh, **fsdp_kwargs)
+        return self
+
+
+class DoubleLinear(nn.Module):
+    """Two linears ``lin1``, ``lin2`` on the same input: two outputs, or (``use_second_linear=False``) one
+    output and an unused module."""
+
+    def __init__(self, dim: int, use_second_linear: bool = True) -> None:
+        super().__init__()
+        self.lin1 = nn.Linear(dim, dim)
+        self.lin2 = nn.Linear(dim, dim)
+        self.relu = nn.ReLU()
+        self.use_second_linear = use_second_linear
+
+    def forward(self, x: torch.Tensor) -> Any:
+        first = self.relu(self.lin1(x))
+        return (first, self.relu(self.lin2(x))) if self.use_second_linear else first
+
+
+# ---- DTensor's (upstream's common_dtensor) -------------------------------------------------------
+
+
+class MLPModule(nn.Module):
+    """``net1`` (10 -> 16), ReLU, ``net2`` (16 -> 10); built from seed 5, so every rank builds the same one."""
+
+    def __init__(self, device: Any, bias: bool = True) -> None:
+        super().__init__()
+        torch.manual_seed(5)  # upstream's tests rely on every rank drawing the same weights
+        self.net1 = nn.Linear(10, 16, bias=bias, device=device)
+        self.relu = nn.ReLU()
+        self.net2 = nn.Linear(16, 10, bias=bias, device=device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net2(self.relu(self.net1(x)))
+
+    def reset_parameters(self) -> None:
+        self.net1.reset_parameters()
+        self.net2.reset_parameters()
+
+
+class MLPStacked(nn.Module):
+    """``n_layers`` :class:`MLPModule` in ``layers``, applied in turn."""
+
+    def __init__(self, device: Any, n_layers: int = 2) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([MLPModule(device) for _ in range(n_layers)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+@dataclasses.dataclass
+class ModelArgs:
+    """The toy :class:`Transformer`'s sizes and switches (upstream's defaults)."""
+
+    n_layers: int = 2
+    vocab_size: int = 8
+    max_seq_len: int = 16
+    dim: int = 16
+    n_heads: int = 4
+    dropout_p: float = 0.1
+    use_attn_mask: bool = True
+    weight_tying: bool = True
+    checkpoint_activations: bool = False
+    num_experts: int = 0
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention: ``wq``, ``wk``, ``wv``, ``wo`` (dim x dim, no bias), causal when
+    ``use_attn_mask``, dropout on the output."""
+
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        if args.dim % args.n_heads:
+            raise ValueError(f"ModelArgs(dim={args.dim}, n_heads={args.n_heads}): dim must be a multiple of n_heads")
+        self.head_dim = args.dim // args.n_heads
+        self.n_heads = args.n_heads  # per rank after tensor parallelism with local outputs
+        self.dropout_p = args.dropout_p
+        self.use_attn_mask = args.use_attn_mask
+        self.resid_dropout = nn.Dropout(args.dropout_p)
+        self.wq = nn.Linear(args.dim, args.dim, bias=False)
+        self.wk = nn.Linear(args.dim, args.dim, bias=False)
+        self.wv = nn.Linear(args.dim, args.dim, bias=False)
+        self.wo = nn.Linear(args.dim, args.dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, _ = x.size()
+
+        def heads(t: torch.Tensor) -> torch.Tensor:  # (batch, heads, seq, head_dim)
+            return t.view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)
+
+        out = F.scaled_dot_product_attention(heads(self.wq(x)), heads(self.wk(x)), heads(self.wv(x)), None,
+                                             self.dropout_p if self.training else 0, self.use_attn_mask)
+        return self.resid_dropout(self.wo(out.transpose(1, 2).reshape(batch, seq, -1)))
+
+
+class FeedForward(nn.Module):
+    """``w1`` (dim -> hidden_dim), GELU, ``w2`` (back to dim), dropout."""
+
+    def __init__(self, dim: int, hidden_dim: int, dropout_p: float) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden_dim)
+        self.gelu = nn.GELU()
+        self.w2 = nn.Linear(hidden_dim, dim)
+        self.resid_dropout = nn.Dropout(dropout_p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.resid_dropout(self.w2(self.gelu(self.w1(x))))
+
+
+class TransformerBlock(nn.Module):
+    """Pre-norm block: ``attention_norm``, ``attention``, ``ffn_norm``, ``feed_forward`` (hidden 4*dim), each
+    with a residual. Mixture-of-experts layers (``num_experts > 0``) are not provided."""
+
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        if args.num_experts > 0:
+            raise NotImplementedError(f"ModelArgs(num_experts={args.num_experts}): harness.models has no expert "
+                                      "layers; use num_experts=0")
+        self.attention_norm = nn.LayerNorm(args.dim)
+        self.attention = Attention(args)
+        self.ffn_norm = nn.LayerNorm(args.dim)
+        self.has_experts = False
+        self.feed_forward = FeedForward(args.dim, hidden_dim=4 * args.dim, dropout_p=args.dropout_p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x))
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Transformer(nn.Module):
+    """A toy decoder: ``tok_embeddings``, ``pos_embeddings``, ``dropout``, ``layers`` (TransformerBlocks),
+    ``norm``, ``output`` (tied to the token embeddings with ``weight_tying``); float32 logits.
+    ``Transformer.parallelize(model, tp_mesh, use_seq_parallel)`` applies upstream's tensor-parallel plan.
+
+    Example::
+
+        model = Transformer(ModelArgs(dropout_p=0.0))
+        logits = model(torch.randint(0, 8, (2, 16)))     # (2, 16, 8)
+    """
+
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        if args.vocab_size is None or args.max_seq_len is None:
+            raise ValueError(f"{args}: vocab_size and max_seq_len must be set")
+        self.model_args = args
+        self.max_seq_len = args.max_seq_len
+        self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
+        self.pos_embeddings = nn.Embedding(args.max_seq_len, args.dim)
+        self.dropout = nn.Dropout(args.dropout_p)
+        self.layers = nn.ModuleList([TransformerBlock(args) for _ in range(args.n_layers)])
+        self.norm = nn.LayerNorm(args.dim)
+        self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
+        if args.weight_tying:
+            self.output.weight = self.tok_embeddings.weight
+        self.checkpoint_activations = args.checkpoint_activations
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        seq = tokens.size(1)
+        if seq > self.max_seq_len:
+            raise ValueError(f"a sequence of {seq} tokens is longer than max_seq_len={self.max_seq_len}")
+        h = self.tok_embeddings(tokens) + self.pos_embeddings(torch.arange(0, seq, device=tokens.device))
+        h = self.dropout(h)
+        for layer in self.layers:
+            if self.checkpoint_activations:
+                h = checkpoint(layer, h, use_reentrant=False)
+            else:
+                h = layer(h)
+        return self.output(self.norm(h)).float()
+
+    @staticmethod
+    def parallelize(module: Transformer, tp_mesh: Any, use_seq_parallel: bool,
+                    local_output_for_attn: bool = False, ep_mesh: Any = None) -> nn.Module:
+        """Upstream's tensor-parallel plan for this model on ``tp_mesh`` (sequence parallel norms with
+        ``use_seq_parallel``); ``ep_mesh`` (expert parallelism) is not provided."""
+        from torch.distributed.tensor import Replicate, Shard
+        from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                       SequenceParallel, parallelize_module)
+
+        if not isinstance(module, Transformer):
+            raise TypeError(f"Transformer.parallelize needs a harness.models.Transformer, got {type(module).__name__}")
+        if ep_mesh is not None or tp_mesh is None:
+            raise NotImplementedError("Transformer.parallelize: only tensor parallelism (tp_mesh) is provided")
+        seq = use_seq_parallel
+        parallelize_module(module, tp_mesh, {
+            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1) if seq else Replicate()),
+            "pos_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(0) if seq else Replicate()),
+            **({"norm": SequenceParallel()} if seq else {}),
+        })
+        for layer in module.layers:
+            plan: dict[str, Any] = {}
+            if seq:
+                plan["attention"] = PrepareModuleInput(input_layouts=Shard(1), desired_input_layouts=Replicate())
+                plan["attention_norm"] = SequenceParallel()
+                plan["ffn_norm"] = SequenceParallel()
+            for name in ("wq", "wk", "wv"):
+                plan[f"attention.{name}"] = ColwiseParallel(use_local_output=local_output_for_attn)
+            plan["attention.wo"] = RowwiseParallel(output_layouts=Shard(1)) if seq else RowwiseParallel()
+            plan["feed_forward.w1"] = ColwiseParallel(input_layouts=Shard(1)) if seq else ColwiseParallel()
+            plan["feed_forward.w2"] = RowwiseParallel(output_layouts=Shard(1)) if seq else RowwiseParallel()
+            parallelize_module(layer, tp_mesh, plan)
+        parallelize_module(module.output, tp_mesh,
+                           ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()) if seq
+                           else ColwiseParallel(output_layouts=Replicate()))
+        if local_output_for_attn:
+            for layer in module.layers:
+                layer.attention.n_heads = module.model_args.n_heads // tp_mesh.size()
+        if module.model_args.weight_tying:
+            module.output.weight = module.tok_embeddings.weight  # parameters and gradients shared again
+        return module

@@ -1,0 +1,276 @@
+"""One test in the parent: its world size and placement, its world of ranks, its hypothesis examples.
+
+``case.MultiProcessTestCase.run`` hands each test here (:func:`run_test`) with the run it belongs to
+(harness.parent.run). A :class:`TestRun` describes the test; the run's worlds (harness.shared.world: a spawned pool,
+or torchrun's launched ranks) place it and give it ranks; :func:`drive` runs it once, or once per
+hypothesis example. Each run's results go with the facts the parent knows (where it ran, what the ranks
+were left with, what triage found) to ``harness.judging.verdict.judge``, and the verdict to ``harness.judging.report``,
+which renders it as unittest's outcomes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+import unittest
+from typing import Any, Callable
+
+from harness.judging import analysis
+from harness.parent import relay
+from harness.shared.output import bounded_output
+from harness.judging import report, triage, verdict
+from harness.shared.config import Settings
+from harness.testing.decorators import defined_at, gpus_needed, markers
+from harness.shared.errors import RankAbort, UsageError
+from harness.judging.fallback import DEFAULT_GPUS, pretend_device_count
+from harness.parent.hypothesis_support import is_hypothesis_test, run_given
+from harness.judging.notes import Notes, TestRecord, short_id
+from harness.shared.outcome import RankResult
+from harness.shared.placement import Placement, gpu_count
+from harness.shared.protocol import Task
+from harness.parent.run import Run
+from harness.judging.verdict import Facts, Verdict
+
+__all__ = ["TestRun", "run_test", "drive", "world_size_for"]
+
+# Frames of this module are hidden from unittest's tracebacks: a failure shows the rank's traceback.
+__unittest = True
+
+
+# ---- the world a test asks for -------------------------------------------------------------------
+
+
+def _evaluate_world_size(test: Any, test_id: str) -> Any:
+    try:
+        ws = test.world_size
+        if ws == -2 and getattr(test, "_harness_world_from_devices", False):
+            import torch
+
+            ws = torch.cuda.device_count()  # upstream's continuous tests: -2 means "one rank per GPU"
+    except Exception as exc:
+        raise UsageError(f"{test_id}: evaluating world_size raised {type(exc).__name__}: {exc}") from exc
+    return ws
+
+
+def _check_world_size(ws: Any, test_id: str, pretended: int | None) -> int:
+    if isinstance(ws, bool) or not isinstance(ws, int) or ws < 1:
+        hint = ""
+        if pretended is not None:
+            hint = (f" (also with the device counts at {pretended}, as on a machine with enough GPUs, so it does not "
+                    "come from a missing GPU); return the number of ranks the test needs")
+        elif ws == 0:
+            hint = " (return the number of ranks the test needs)"
+        raise UsageError(f"{test_id}: world_size must be an int >= 1, got {ws!r}; a test that runs on no rank "
+                         f"cannot pass{hint}")
+    return ws
+
+
+def world_size_for(test: Any, test_id: str, gpus_needed: int = 0, gpus: int | None = None) -> tuple[int, str]:
+    """The world the test asks for, and a note when that differs from what this machine's counts give.
+
+    Upstream tests size their world from the device count (``min(4, torch.cuda.device_count())``); on
+    a machine with fewer GPUs than the test was written for that is 0 or 1. Then the test's world is
+    taken as it would be on a machine with enough GPUs: ``skip_if_lt_x_gpu(x)``'s x, else
+    ``fallback.DEFAULT_GPUS``. A world size of 0 that does not come from the device count stays an error.
+
+    Example::
+
+        world_size_for(test, "mod.TestX.test_y", gpus=0)   # (4, "world size 4 as on a machine with 4 GPUs ...")
+    """
+    gpus = gpu_count() if gpus is None else gpus
+    want = gpus_needed or DEFAULT_GPUS
+    ws = _evaluate_world_size(test, test_id)
+    if gpus >= want:
+        return _check_world_size(ws, test_id, None), ""
+    with pretend_device_count(want):
+        asked = _evaluate_world_size(test, test_id)
+    if asked == ws:
+        return _check_world_size(ws, test_id, want if ws == 0 else None), ""
+    asked = _check_world_size(asked, test_id, want)
+    return asked, (f"world size {asked} as on a machine with {want} GPUs (world_size follows the device count, "
+                   f"{ws!r} on this machine)")
+
+
+# ---- one test, as the parent runs it ------------------------------------------------------------
+
+
+class TestRun:
+    """One test in the parent, in one run: its world size and placement, and the facts its verdict needs.
+
+    Example::
+
+        run = TestRun(test, Run())
+        verdict = run.run_once(None)     # harness.judging.verdict.Verdict: status, root cause, report lines
+    """
+
+    __test__ = False  # not a test class, whatever pytest's name rules say
+
+    def __init__(self, test: unittest.TestCase, run: Run, result: Any = None) -> None:
+        self.test = test
+        self.run = run
+        self.result = result  # unittest's result object: a test that triage finds guilty fails there
+        self.triage_line = ""  # what triage found (the failure's report and the runner's line say it)
+        self.triage_settled = False  # a failure of this test was found to be its own (or flaky): not again
+        self.notes: Notes = run.notes
+        self.test_id = short_id(test)
+        self.fn = getattr(type(test), test._testMethodName)
+        worlds = run.worlds
+        conf: Settings = run.settings
+        self.conf = conf if worlds.reports else dataclasses.replace(conf, show_output=False)
+        #: GPUs the test asks for with skip_if_lt_x_gpu (0: it names none)
+        self.gpus_asked = gpus_needed(type(test), self.fn)
+        self.world_size, self.world_note = world_size_for(test, self.test_id, worlds.enough_gpus(self.gpus_asked))
+        self.placement: Placement = worlds.place(self.world_size, self.gpus_asked, self.conf, self.world_note)
+        self.module_file: str | None = getattr(sys.modules.get(type(test).__module__), "__file__", None)
+        self.timeout = self.conf.timeout_for(getattr(test, "timeout", None), self.test_id)
+        self.examples = 0
+        self.started = time.monotonic()
+        self.reused = True
+        self.pids: list[int] = []
+        self.picture: analysis.Picture | None = None  # the last failing run's ranks x collectives
+
+    def facts(self, **more: Any) -> Facts:
+        """What the parent knows of this test beside its ranks' results (``more``: what one run of it added)."""
+        return Facts(self.test_id, self.world_size, self.placement, self.module_file, self.gpus_asked,
+                     bool(self.world_note), gpu_count() if self.placement.shortfall else 0,
+                     triage=self.triage_line, **more)
+
+    def run_once(self, kwargs: dict[str, Any] | None) -> Verdict:
+        """Send the test (with one hypothesis example's arguments, if any) to every rank; their verdict."""
+        self.examples += 1
+        worlds = self.run.worlds
+        world, reused = worlds.world(self.world_size, self.placement, self.conf)
+        self.reused = self.reused and reused
+        self.pids = world.pids
+        if kwargs is not None:
+            kwargs = world.same_example(kwargs, self.test_id)
+        with world.test_files(bool(markers(self.fn)["temp_dir"])) as (temp_dir, file_name):
+            task = Task(module=type(self.test).__module__, module_file=self.module_file,
+                        qualname=type(self.test).__qualname__, method=self.test._testMethodName,
+                        seed=self.conf.seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
+                        fresh_pg=world.pg_suspect, isolate=self.conf.env_changed != "off",
+                        world_size=self.world_size, timeout=self.timeout, test_id=self.test_id,
+                        debug=world.debug_address(), post_mortem=self.conf.pdb,
+                        debugpy=self.conf.ide_port)
+            results = world.run(task, self.conf.peer_grace)
+        # Every rank sees the same results, so under torchrun every rank rebuilds the group alike.
+        world.pg_suspect = any(r.is_bad for r in results)
+        world.history.append(triage.Ran(task, self.test))
+        changes = verdict.world_changes(results)
+        altered: dict[str, Any] = {}
+        if changes:  # what only fresh ranks undo: named in the run's summary (HARNESS_ENV_CHANGED=fail: a failure)
+            then = world.left_altered(results)
+            self.notes.altered_by(self.test_id, changes, then)
+            altered = {"altered": tuple(changes), "then": then, "fail_altered": self.conf.env_changed == "fail"}
+        elif (len(world.history) > 1 and self.conf.triage and not self.triage_settled
+              and not any(relay.user_stopped(r.exc_type) for r in results)
+              and not relay.was_debugged(self.test_id)
+              and verdict.judge(results, self.facts()).fails):
+            results = self.triage(world, task, world.history[:-1], results)  # the tests these ranks ran before it
+        worlds.done_with(world, self.conf)
+        if any(r.is_bad for r in results):
+            self.picture = picture_of(results, self.world_size)
+        return verdict.judge(results, self.facts(**altered), kwargs, self.conf.show_output)
+
+    def triage(self, world: Any, task: Task, earlier: list[triage.Ran], results: list[RankResult]
+               ) -> list[RankResult]:
+        """The test failed in ranks that ran ``earlier`` first: check it in fresh ranks (harness.judging.triage).
+        Returns the results the verdict judges: the fresh ranks' when an earlier test caused the failure."""
+        worlds = self.run.worlds
+        left = self.conf.triage_budget - self.notes.triage_seconds
+        if left <= 0:
+            self.triage_line = (f"not checked in fresh ranks: the run's triage budget (HARNESS_TRIAGE_BUDGET="
+                                f"{self.conf.triage_budget:g} s) is spent")
+            self.triage_settled = True
+            return results
+        if not worlds.replaceable:
+            self.triage_line = ("not checked in fresh ranks: these ranks cannot be replaced (torchrun launched them); "
+                                "run the test alone to see whether it fails on its own")
+            self.triage_settled = True
+            return results
+        finding = triage.check(task, earlier, results,
+                               lambda: worlds.fresh(self.world_size, self.placement, self.conf),
+                               lambda again: verdict.judge(again, self.facts()).fails, self.conf.peer_grace, left)
+        self.notes.triage(finding)
+        self.triage_line = finding.line()
+        if finding.kind != triage.POLLUTED:
+            self.triage_settled = True
+            return results
+        # Fresh processes pass it: that is the verdict. What made it fail is named as having altered the
+        # process, and these ranks, which still carry it, are replaced before the next test.
+        change = (f"left state behind that made {self.test_id} fail in the ranks after it (it passes in fresh "
+                  "ranks; found by triage)")
+        then = world.left_altered(results)
+        for ran in finding.culprits:
+            self.notes.altered_by(ran.task.test_id, [change], then)
+            if self.conf.env_changed == "fail":
+                self._fail_later(ran.test, f"{ran.task.test_id} {change} (HARNESS_ENV_CHANGED=fail)")
+        return finding.fresh or results
+
+    def _fail_later(self, test: Any, text: str) -> None:
+        """Fail ``test``, which already ran, in the run's result (unittest's, or the runner's); the pytest plugin
+        fails the session instead (an item that is over cannot be failed there)."""
+        if isinstance(self.result, unittest.TestResult):
+            from harness.shared.errors import RankFailure
+
+            try:
+                raise RankFailure(text)
+            except RankFailure:
+                self.result.addFailure(test, sys.exc_info())
+
+    def record(self) -> None:
+        """The test as it ran, for the runner's line and the pytest plugin (the run's notes, by test id)."""
+        self.notes.record(TestRecord(self.test_id, self.world_size, self.placement.label if self.examples else "",
+                                     self.placement.reason, time.monotonic() - self.started, self.pids,
+                                     self.reused, self.examples, self.triage_line, self.picture))
+
+
+def picture_of(results: list[RankResult], world_size: int) -> analysis.Picture:
+    """A failing run's ranks and collectives as data (what the HTML report draws), each text bounded."""
+    def cut(text: str) -> str:  # a rank's output may hold what is not UTF-8 (surrogates): replaced, never raised
+        return bounded_output(text.encode("utf-8", "replace"))
+
+    said = {r.rank: {"status": r.status, "line": r.one_line(), "error": cut(r.traceback or r.message),
+                     "stack": cut(r.stack), "output": cut(r.output)} for r in results}
+    dumps = {r.rank: r.collectives for r in results if r.collectives is not None}
+    return analysis.picture(dumps, said, world_size)
+
+
+def run_test(test: unittest.TestCase, run: Run, result: Any = None) -> None:
+    """The test body of ``MultiProcessTestCase.run`` in the parent: the test on the run's ranks (``result``:
+    unittest's result object, where triage fails an earlier test it finds guilty)."""
+    __tracebackhide__ = True
+    testrun = TestRun(test, run, result)
+    try:
+        skip = verdict.before_run(testrun.facts(), run.worlds.skip(testrun.world_size),
+                                  markers(testrun.fn)["comms"], defined_at(testrun.fn))
+        if skip is not None:
+            report.report(test, skip, testrun.notes)
+        if testrun.placement.shortfall:  # the run ends by saying so: never a silent move to CPU
+            testrun.notes.fallback(testrun.test_id, testrun.placement.device_type == "cpu", testrun.placement.reason)
+        drive(test, testrun, testrun.run_once)
+    finally:
+        testrun.record()
+
+
+def drive(test: unittest.TestCase, testrun: TestRun, run_once: Callable[[dict[str, Any] | None], Verdict]) -> None:
+    """Run the test once, or once per hypothesis example, and report each verdict (harness.judging.report)."""
+    __tracebackhide__ = True
+    if not is_hypothesis_test(testrun.fn):
+        report.report(test, run_once(None), testrun.notes)
+        return
+    testrun.run.worlds.start_examples(testrun.fn)
+    last: list[Verdict] = []
+
+    def example(kwargs: dict[str, Any]) -> None:
+        __tracebackhide__ = True
+        last[:] = [run_once(kwargs)]
+        report.report(test, last[0], testrun.notes)
+
+    try:
+        run_given(testrun.fn, test, example, testrun.run.hypothesis_profile)
+    except RankAbort as abort:
+        raise abort.error from None
+    # Every example passed: show the last one's subtests (their skips and reasons) as subtests.
+    if last:
+        report.report_subtests(test, last[0], testrun.notes)

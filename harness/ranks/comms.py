@@ -1,0 +1,150 @@
+"""Inside a rank: the default process group set up and kept from test to test, and what a test made torn down.
+
+Where a test runs and on which backend is decided in ``harness.shared.placement``.
+"""
+from __future__ import annotations
+
+import datetime
+from typing import Any, Callable
+
+
+__all__ = ["ProcessGroupKeeper", "forget_destroyed_groups"]
+
+
+class ProcessGroupKeeper:
+    """Keeps the default process group of a rank alive from test to test while the backend is the same.
+
+    Every rank of a pool receives the same tasks in the same order, so the generation counter that
+    names each new rendezvous (a prefix in one FileStore) stays the same on every rank without talking.
+    """
+
+    def __init__(self, store_factory: Callable[[], Any], rank: int, world_size: int):
+        self.store_factory = store_factory  # FileStore in a pool; torchrun's env:// store when launched
+        self.rank = rank
+        self.world_size = world_size
+        self.timeout = datetime.timedelta(0)  # the group's: only ever raised (ensure's timeout_s)
+        self.generation = 0
+        self.backend: str | None = None  # backend of the group we created, None when we own none
+        self._store = None
+
+    def base_store(self) -> Any:
+        if self._store is None:
+            self._store = self.store_factory()
+        return self._store
+
+    def ensure(self, backend: str, timeout_s: float, device_id: int | None = None) -> bool:
+        """Make sure the default group exists with ``backend``, and that its collectives wait at least
+        ``timeout_s`` (``protocol.group_timeout``: the test's own limit stays the first to fire); returns True
+        when it was reused. ``device_id``: the GPU to bind an NCCL communicator to (None: none is bound)."""
+        import torch.distributed as dist
+
+        wanted = datetime.timedelta(seconds=timeout_s)
+        if dist.is_initialized() and self.backend == backend:
+            if wanted > self.timeout:
+                try:
+                    dist.distributed_c10d._set_pg_timeout(wanted)
+                    self.timeout = wanted
+                    return True
+                except Exception:
+                    pass  # a torch without it: a new group with the longer timeout
+            else:
+                return True
+        self.timeout = max(self.timeout, wanted)
+        self.release()
+        _reset_group_names()
+        self.generation += 1
+        store = dist.PrefixStore(f"harness/pg{self.generation}", self.base_store())
+        kwargs = {}
+        if device_id is not None:
+            import torch
+
+            kwargs["device_id"] = torch.device("cuda", device_id)
+        dist.init_process_group(backend=backend, store=store, rank=self.rank, world_size=self.world_size,
+                                timeout=self.timeout, **kwargs)
+        self.backend = backend
+        return False
+
+    def release(self) -> None:
+        """Destroy the default group if one exists (ours or one a test made and left)."""
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        self.backend = None
+
+    def forget_if_gone(self) -> None:
+        """A test may destroy the default group itself; then the next test makes a new one."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            self.backend = None
+
+    def destroy_subgroups(self) -> None:
+        """Remove process groups a test created beyond the default one, so the next test starts clean."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            return
+        from torch.distributed import distributed_c10d as c10d
+
+        default = c10d._get_default_group()
+        for pg in list(c10d._world.pg_map.keys()):
+            if pg is not default:
+                try:
+                    dist.destroy_process_group(pg)
+                except Exception:
+                    pass
+
+
+def forget_destroyed_groups() -> None:
+    """Drop torch's caches that can hand a later test a device mesh whose process groups are gone.
+
+    A ``DeviceMesh`` compares equal to another of the same shape, device type and dimension names,
+    whatever process groups each holds. DTensor's sharding propagation caches (the Python one and the
+    C++ fast path) are keyed by those meshes and return output specs that hold the mesh of the test
+    that filled them: after that test's groups are destroyed, the next test's ``init_device_mesh`` of
+    the same shape gets outputs on the old mesh, and their first collective fails with "Could not
+    resolve the process group registered under the name N" (torch 2.11 with CUDA available makes a new
+    group even for a 1-D mesh over the world; every version does for a 2-D mesh). A fresh process has
+    empty caches; so does a reused rank after this.
+    """
+    import sys
+
+    if "torch.distributed.tensor" not in sys.modules:
+        return  # nothing imported DTensor, so nothing was cached
+    try:
+        from torch.distributed.tensor._api import DTensor
+
+        DTensor._op_dispatcher.sharding_propagator.propagate_op_sharding.cache_clear()
+    except Exception:
+        pass
+    try:
+        import torch
+
+        torch._C._clear_DTensor_sharding_propagator_cache()  # the C++ fast path (where the build has one)
+    except Exception:
+        pass
+    for module, path in (("torch.distributed.tensor._collective_utils", ("MeshTopoInfo", "build_from_mesh")),
+                         ("torch.distributed.tensor._redistribute", ("_gen_transform_infos",))):
+        target = sys.modules.get(module)
+        for name in path:
+            target = getattr(target, name, None)
+        clear = getattr(target, "cache_clear", None)
+        if clear is not None:
+            try:
+                clear()
+            except Exception:
+                pass
+
+
+def _reset_group_names() -> None:
+    """No default group is up: c10d names the next one "0", on every rank.
+
+    c10d names a group by a counter (and rendezvous under that name) and resets it when the default group is
+    destroyed. An ``init_process_group`` that failed on one rank (its peer closed the connection while it
+    was still connecting) counted without making a group, so that rank's next group had another name than
+    its peers' and the next test hung in ``init_process_group`` until its timeout.
+    """
+    from torch.distributed import distributed_c10d as c10d
+
+    c10d._world.group_count = 0

@@ -1,0 +1,205 @@
+"""torchrun's store as the launched ranks speak it: typed messages under one key scheme.
+
+Under torchrun there is no parent: the ranks of a job (``harness.torchrun.job``) tell each other what a pool's
+ranks tell their parent (``harness.shared.protocol``) through torchrun's store. What they post there is a
+pickled message (``protocol.Meet``, ``protocol.Done``, and this module's few more), never a raw string;
+where it goes is decided by :class:`Keys` alone; and which test a key belongs to is a number every rank
+counts for itself (:class:`Steps`), never one sent between them.
+
+One test under torchrun, as the store sees it (``t7``: its step)::
+
+    t7/temp_dir                 TempDir(path)          rank 0 made the test's directory
+    t8/meet/<index>/<rank>      Meet(index, outcome)   a run_subtests combination ended on that rank
+    t8/arrivals                 a counter              the order in which the ranks' failures became known
+    t8/result/<rank>            Done(result)           the test is over on that rank
+    t8/fr/<rank>                Collectives(dump)      its collectives, when the test went wrong
+
+and, for the whole job, ``exit/<rank>`` (Leaving: that rank is about to exit) and ``done`` (JobOver).
+"""
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from typing import Any
+
+__all__ = ["TempDir", "Seed", "Example", "Collectives", "Leaving", "JobOver", "Keys", "Steps", "JobStore"]
+
+
+# ---- the messages that only the store carries (the rest are harness.shared.protocol's) --------------------------
+
+
+@dataclasses.dataclass
+class TempDir:
+    """The test's ``@with_temp_dir`` directory, made by rank 0 (one node: one directory for every rank)."""
+
+    path: str
+
+
+@dataclasses.dataclass
+class Seed:
+    """Rank 0's seed for a hypothesis test: every rank's engine draws from it (harness.torchrun.job)."""
+
+    value: int
+
+
+@dataclasses.dataclass
+class Example:
+    """The example rank 0 drew: every rank checks it drew the same."""
+
+    kwargs: dict[str, Any]
+
+
+@dataclasses.dataclass
+class Collectives:
+    """A rank's collectives in a test that went wrong (harness.ranks.recorder: a dump)."""
+
+    dump: dict[str, Any] | None
+
+
+@dataclasses.dataclass
+class Leaving:
+    """This rank's process is about to exit: the ranks leave together (torchrun stops the job at the first)."""
+
+
+@dataclasses.dataclass
+class JobOver:
+    """Rank 0 has reported (or torchrun is stopping the job): a rank waiting to be read can go."""
+
+
+# ---- where they go ---------------------------------------------------------------------------------
+
+
+class Keys:
+    """The store's key scheme, in one place: ``Keys(n)`` names the keys of step ``n`` (all under ``t<n>/``);
+    the job's own keys (:meth:`leaving`, :data:`DONE`) are the class's.
+
+    Example::
+
+        keys = Keys(7)
+        keys.result(1)          # "t7/result/1"
+        keys.meet(2, 0)         # "t7/meet/2/0"
+        Keys.leaving(3)         # "exit/3"
+    """
+
+    #: rank 0 has reported, or the job is being stopped (JobOver)
+    DONE = "done"
+
+    def __init__(self, step: int) -> None:
+        if step < 1:
+            raise ValueError(f"a step is numbered from 1, got {step!r}")
+        self.step = step
+        self.prefix = f"t{step}"
+
+    def __repr__(self) -> str:
+        return f"Keys({self.step})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Keys) and other.step == self.step
+
+    def __hash__(self) -> int:
+        return hash(self.step)
+
+    @property
+    def temp_dir(self) -> str:
+        return f"{self.prefix}/temp_dir"
+
+    @property
+    def seed(self) -> str:
+        return f"{self.prefix}/hypothesis_seed"
+
+    @property
+    def example(self) -> str:
+        return f"{self.prefix}/example"
+
+    @property
+    def arrivals(self) -> str:
+        """A counter: each rank takes the next number when its failure (or its result) becomes known."""
+        return f"{self.prefix}/arrivals"
+
+    def result(self, rank: int) -> str:
+        return f"{self.prefix}/result/{rank}"
+
+    def results(self, world_size: int) -> list[str]:
+        return [self.result(r) for r in range(world_size)]
+
+    def meet(self, index: int, rank: int) -> str:
+        """Where ``rank`` says how combination ``index`` went. A rank posts each meeting in order, from 1, so
+        this key is there exactly when ``rank`` reached meeting ``index`` (or went past it)."""
+        return f"{self.prefix}/meet/{index}/{rank}"
+
+    def body_ended(self, rank: int) -> str:
+        """Where ``rank`` says its test body ended (protocol.BodyEnded), before its tearDown waits for the others."""
+        return f"{self.prefix}/body/{rank}"
+
+    def collectives(self, rank: int) -> str:
+        return f"{self.prefix}/fr/{rank}"
+
+    @staticmethod
+    def leaving(rank: int) -> str:
+        return f"exit/{rank}"
+
+
+class Steps:
+    """The job's step numbers: which test a store key belongs to, the same on every rank without a word.
+
+    Each rank of a job runs the same tests in the same order (the same command line, the same loader), and
+    for each test it takes the same steps: a number for its files (``test_files``), one to seed a hypothesis
+    test (``start_examples``), one per example checked (``same_example``, only where the world has more than
+    one rank, which is then so on every rank), one per run of the body (``run``). So the n-th number taken on
+    one rank names the same step as the n-th on every other, and rank 0's ``t<n>/temp_dir`` is the one rank 1
+    reads. The invariant this needs: **a step is taken on every rank or on none**; taking one under a
+    condition that can differ between ranks would shift every later key on that rank and mix tests up.
+
+    Example::
+
+        steps = Steps()
+        steps.next()        # Keys(1)
+        steps.next()        # Keys(2)
+    """
+
+    def __init__(self) -> None:
+        self._taken = 0
+
+    def next(self) -> Keys:
+        """The keys of the next step (numbers start at 1)."""
+        self._taken += 1
+        return Keys(self._taken)
+
+    @property
+    def taken(self) -> int:
+        """How many steps this rank took so far."""
+        return self._taken
+
+
+class JobStore:
+    """torchrun's store (``store``: a ``torch.distributed.Store``), carrying pickled messages.
+
+    Example::
+
+        store = JobStore(torch.distributed.HashStore())
+        store.post(Keys(1).temp_dir, TempDir("/tmp/x"))
+        store.read(Keys(1).temp_dir)      # TempDir(path="/tmp/x"), once it is there (read waits)
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.store = store  # the raw store, for what is not a message (the process groups' rendezvous)
+
+    def post(self, key: str, message: Any) -> None:
+        self.store.set(key, pickle.dumps(message))
+
+    def read(self, key: str) -> Any:
+        """The message at ``key``; waits until it is there (the store's own timeout)."""
+        return pickle.loads(self.store.get(key))
+
+    def has(self, *keys: str) -> bool:
+        """Every one of ``keys`` has a message (no waiting)."""
+        return bool(self.store.check(list(keys)))
+
+    def read_posted(self, key: str) -> Any:
+        """The message at ``key`` if it is there, else None (no waiting)."""
+        return self.read(key) if self.has(key) else None
+
+    def ticket(self, counter: str) -> int:
+        """The next number of ``counter`` (1, 2, ...): the store hands each out once, whichever rank asks,
+        so the numbers order the moments they were asked for across the whole job."""
+        return int(self.store.add(counter, 1))
