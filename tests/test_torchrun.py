@@ -194,6 +194,18 @@ class TestStandalone(TorchrunCase):
         self.assertNotIn("timed out", text)
         self.assertNothingLeft()
 
+    def test_no_teardown_before_every_rank_ended_the_body(self):
+        # tests/compat/cx_teardown_order.py: a FileStore on self.file_name removed in tearDown, and probes that look
+        # for a peer's tearDown or cleanup marker, each rank a torchrun process
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/compat/cx_teardown_order.py",
+                            "-v", "TestFileStoreRemovedInTearDown", "TestTearDownWaits", "TestCleanupWaits",
+                            "TestContinuousTearDownWaits"], _env(self.tmpdir, CX_TEARDOWN_RUNS="5"))
+        text = out.stdout + out.stderr
+        self.assertEqual(out.returncode, 0, text)
+        self.assertRegex(text, r"Ran 14 tests .*\n\nOK")
+        self.assertNotIn("CX-EARLY-TEARDOWN", text)
+        self.assertNothingLeft()
+
 
 class TestDesyncUnderTorchrun(TorchrunCase):
     """Every launched rank blocked in collectives that can never meet: rank 0 decides from the ranks' flight

@@ -18,8 +18,8 @@ A launched rank is its own parent, so what a pool's parent does for its ranks (h
   rank 0 posted the round, in waits that can never complete (the pool's two looks, made across processes);
   rank 0 posts ``Look(round, found)`` and every watchdog ends its rank's test the way a timeout does.
 
-A rank whose test ended (its result is in the store) calls nothing more; a test in which one did is left to
-the timeout (not judged here). Slow ranks (computing, sleeping, not yet in their collective) and ranks in
+A rank whose body ended (its BodyEnded or its result is in the store) calls nothing more; a test in which one
+did is left to the timeout (not judged here). Slow ranks (computing, sleeping, not yet in their collective) and ranks in
 matching collectives are never a desync: ``never_meet`` says so.
 """
 from __future__ import annotations
@@ -92,8 +92,9 @@ class DesyncWatch:
             return None  # no rank posted since the last reading: the same dumps say the same
         self._seen = count
         wanted = [self.keys.blocked(r) for r in range(self.world_size)]
-        if not self.store.has(*wanted) or any(self.store.has(self.keys.result(r)) for r in range(self.world_size)):
-            return None
+        ended = [key for r in range(self.world_size) for key in (self.keys.body_ended(r), self.keys.result(r))]
+        if not self.store.has(*wanted) or any(self.store.has(key) for key in ended):
+            return None  # a rank has not posted, or its body ended (it calls nothing more): not judged here
         posts = {r: self.store.read(key) for r, key in enumerate(wanted)}
         if any(p.round != self._round for p in posts.values()):
             return None  # some rank has not answered this round (it moved, or has not looked yet)
