@@ -140,7 +140,10 @@ class TestStandalone(TorchrunCase):
 
     def test_collectives_section_in_rank_0s_report_of_a_hang(self):
         text = self.collectives_job("test_b_different_ops")
-        # rank 0's watchdog reports both ranks' last collectives, before the stacks
+        # rank 0's watchdog reports both ranks' last collectives, before the stacks; both ranks are blocked in
+        # collectives that can never meet, so it does so at once (harness.torchrun.desync), not at the timeout
+        self.assertIn("[rank 1/2] was killed on cpu/gloo: can never meet the other ranks", text)
+        self.assertNotIn("timed out", text)
         self.assertIn("rank 0: last called #2 all_gather(float32[4]) on the default group, unfinished", text)
         self.assertIn("rank 1: last called #2 all_reduce(float32[5]) on the default group, unfinished", text)
         self.assertIn("first difference: #2, different ops", text)
@@ -191,7 +194,6 @@ class TestStandalone(TorchrunCase):
         self.assertNotIn("timed out", text)
         self.assertNothingLeft()
 
-
     def test_no_teardown_before_every_rank_ended_the_body(self):
         # tests/compat/cx_teardown_order.py: a FileStore on self.file_name removed in tearDown, and probes that look
         # for a peer's tearDown or cleanup marker, each rank a torchrun process
@@ -202,6 +204,32 @@ class TestStandalone(TorchrunCase):
         self.assertEqual(out.returncode, 0, text)
         self.assertRegex(text, r"Ran 14 tests .*\n\nOK")
         self.assertNotIn("CX-EARLY-TEARDOWN", text)
+        self.assertNothingLeft()
+
+
+class TestDesyncUnderTorchrun(TorchrunCase):
+    """Every launched rank blocked in collectives that can never meet: rank 0 decides from the ranks' flight
+    recorders (through the store) and the job ends at once with the pool's report, not at HARNESS_TIMEOUT=60;
+    a slow rank and ranks inside one long matching collective, run first in the same job, pass."""
+
+    def test_a_desync_ends_at_once_and_slow_ranks_pass(self):
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "4", "tests/fixtures/fx_desync.py", "-v",
+                            "TestESlowRank", "TestHLongCollective", "TestADifferentOps"],
+                           _env(self.tmpdir, HARNESS_TIMEOUT="60", HARNESS_THREADS="1"), timeout=240)
+        text = out.stdout + out.stderr
+        self.assertNotEqual(out.returncode, 0, text)
+        self.assertRegex(text, r"test_slow_rank \(__main__\.TestESlowRank\.test_slow_rank\) \.\.\. ok\n")
+        self.assertRegex(text, r"test_long_collective \(__main__\.TestHLongCollective\.test_long_collective\) "
+                               r"\.\.\. ok\n")
+        self.assertIn("fx_desync.TestADifferentOps.test_different_ops [rank 2/4] was killed on cpu/gloo: can never meet "
+                      "the other ranks: #2 on the default group, different ops: broadcast(float32[4]) on rank 2; "
+                      "all_reduce(float32[4]) on ranks 0, 1, 3; every rank was blocked in a collective, so the test "
+                      "was stopped at once, not at its timeout; it was in broadcast", text)
+        self.assertIn("rank 2: last called #2 broadcast(float32[4]) on the default group, unfinished", text)
+        self.assertIn("rank 0: stopped at once with rank 2, whose collective can never meet the others'", text)
+        self.assertIn(f'fx_desync.py", line {fixture_line("fx_desync", "FIXTURE-BROADCAST")}', text)
+        self.assertIn("ending the job (a rank blocked in a collective cannot run another test)", text)
+        self.assertNotIn("timed out", text)
         self.assertNothingLeft()
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping
 
-__all__ = ["Call", "GroupView", "Cell", "Lane", "Picture", "picture", "analyse", "stuck", "never_meet", "culprit",
-           "section", "describe_call", "group_label"]
+__all__ = ["Call", "GroupView", "Cell", "Lane", "Picture", "picture", "analyse", "stuck", "never_meet",
+           "stopped_at_once", "culprit", "section", "describe_call", "group_label"]
 
 
 #: c10d's names of scalar types (as the recorder writes them) -> torch's
@@ -268,6 +268,16 @@ def never_meet(dumps: Mapping[int, Mapping[str, Any] | None], pending: Iterable[
         why[r] = reason
     root = _odd_one_out(blocked, views)
     return root, why[root]
+
+
+def stopped_at_once(rank: int, found: tuple[int, str]) -> str:
+    """Why ``rank`` was stopped when :func:`never_meet` found a desync (``found``: its answer), in the words of
+    the rank's result, the same in a pool (harness.parent.pool) and under torchrun (harness.torchrun.job)."""
+    root, why = found
+    if rank == root:
+        return (f"can never meet the other ranks: {why}; every rank was blocked in a collective, so the test was "
+                "stopped at once, not at its timeout")
+    return f"stopped at once with rank {root}, whose collective can never meet the others'"
 
 
 def _cannot_complete(r: int, what: Call | str, blocked: Mapping[int, Call | str], views: Mapping[str, GroupView],

@@ -22,7 +22,7 @@ import time
 import weakref
 from typing import Any, Iterator
 
-from harness.judging.analysis import never_meet, stuck
+from harness.judging.analysis import never_meet, stopped_at_once, stuck
 from harness.parent import relay
 from harness.parent.recorders import request_dumps
 from harness.parent import template
@@ -454,9 +454,7 @@ class RankPool(World):
                            f"{', '.join(map(str, waited_for))} never ended the body")
                 status = KILLED
             elif test.desync is not None:
-                message = (f"can never meet the other ranks: {test.desync[1]}; every rank was blocked in a "
-                           "collective, so the test was stopped at once, not at its timeout" if r == root else
-                           f"stopped at once with rank {root}, whose collective can never meet the others'")
+                message = stopped_at_once(r, test.desync)
                 status = KILLED
             elif trouble is not None and time.monotonic() < test.deadline + test.paused():
                 if r in test.meeting:

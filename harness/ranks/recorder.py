@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.shared.protocol import dump_paths
 
-__all__ = ["enable", "begin_test", "note_groups", "own_dump", "serve_dumps", "BUFFER"]
+__all__ = ["enable", "begin_test", "note_groups", "own_dump", "serve_dumps", "main_waits", "main_cpu_ns", "BUFFER"]
 
 
 #: entries torch keeps (a ring): enough for the collectives of one test, a few hundred KiB at most
@@ -131,10 +131,13 @@ def _torch_dir() -> str:
     return os.path.dirname(getattr(torch, "__file__", "") or "") + os.sep if torch is not None else ""
 
 
-def _main_waits() -> str:
+def main_waits() -> str:
     """Where the main thread is, when torch's own Python code is running it (the innermost frame is in torch's
     package: a collective's wait, a c10d call, ...): that function's name; "" when the innermost frame is
-    the test's own code (it computes, sleeps or waits on something else) or a point-to-point call."""
+    the test's own code (it computes, sleeps or waits on something else) or a point-to-point call.
+
+    Cheap (a walk up the main thread's frames): a launched rank's watchdog calls it, with :func:`main_cpu_ns`,
+    to see whether its main thread is idle in a collective before it takes a dump (harness.torchrun.desync)."""
     frame = sys._current_frames().get(threading.main_thread().ident or -1)
     root = _torch_dir()
     if frame is None or not root or not frame.f_code.co_filename.startswith(root):
@@ -147,7 +150,7 @@ def _main_waits() -> str:
     return innermost
 
 
-def _main_cpu_ns() -> int:
+def main_cpu_ns() -> int:
     """The main thread's CPU time (ns): unchanged between two dumps while it is blocked; -1 where unknown."""
     try:
         return time.clock_gettime_ns(time.pthread_getcpuclockid(threading.main_thread().ident or 0))
@@ -195,7 +198,7 @@ def own_dump(rank: int) -> dict[str, Any] | None:
     note_groups()
     # waits and cpu_ns: whether the main thread is blocked in torch's code now (harness.judging.analysis.never_meet)
     return {"rank": rank, "calls": calls, "groups": dict(_mark.groups), "creating": _in_group_creation(),
-            "waits": _main_waits(), "cpu_ns": _main_cpu_ns()}
+            "waits": main_waits(), "cpu_ns": main_cpu_ns()}
 
 
 def serve_dumps(directory: str, rank: int) -> None:

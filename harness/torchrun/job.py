@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 import unittest
-from typing import Any, Iterator
+from typing import Any, Iterator, NoReturn
 
 from harness.ranks import recorder
 from harness.ranks.comms import ProcessGroupKeeper
@@ -40,11 +40,13 @@ from harness.ranks.capture import write_to_real_stderr
 from harness.ranks.gpu import take_gpu
 from harness.shared.launcher import launched_rank, report_stream
 from harness.shared.grace import PeerGrace, Trouble
+from harness.torchrun.desync import DesyncWatch
 from harness.torchrun.job_store import Collectives, Example, JobOver, JobStore, Keys, Leaving, Seed, Steps, TempDir
-from harness.shared.outcome import PASSED, TIMEOUT, RankResult, tidy_stack
+from harness.shared.outcome import KILLED, PASSED, TIMEOUT, RankResult, tidy_stack
 from harness.shared.placement import Placement, choose_placement
 from harness.shared.protocol import BodyEnded, Done, Go, Meet, Stop, Task, meeting_call, teardown_call
 from harness.ranks.task import RankContext, run_task
+from harness.judging.analysis import stopped_at_once
 from harness.judging.verdict import Facts, judge
 from harness.shared.world import World, Worlds
 
@@ -69,6 +71,7 @@ class _Running:
     deadline: float  # time.monotonic()
     timeout: float
     grace: PeerGrace
+    desync: DesyncWatch | None  # None: not looked for (one rank, or an IDE's debugger may hold a rank)
 
 
 class _Arrival:
@@ -270,7 +273,9 @@ class LaunchedJob(World, Worlds):
         self.active = (keys, test_id)
         self.active_id = test_id
         with self.lock:
-            self.current = _Running(keys, test_id, time.monotonic() + timeout, timeout, grace)
+            watch = None if task.debugpy is not None or self.world_size == 1 else \
+                DesyncWatch(self.store, keys, self.rank, self.world_size)
+            self.current = _Running(keys, test_id, time.monotonic() + timeout, timeout, grace, watch)
         arrival = _Arrival(self.store, keys)
         self.ctx.meet = self._meeting(keys, grace)
         self.ctx.notice = arrival.failing
@@ -413,30 +418,56 @@ class LaunchedJob(World, Worlds):
             time.sleep(0.2)
             with self.lock:
                 cur = self.current
-            if cur is None or time.monotonic() < cur.deadline:
+            if cur is None:
                 continue
-            stack = self._own_stack()
-            result = RankResult(rank=self.rank, status=TIMEOUT, stack=stack,
-                                message=f"timed out after {cur.timeout:.0f} s (raise the class's `timeout` or "
-                                        "set HARNESS_TIMEOUT)")
-            try:
-                result.collectives = recorder.own_dump(self.rank)  # read while the main thread waits
-            except Exception:
-                pass
-            result.arrived = float(self.store.ticket(cur.keys.arrivals))
-            self.store.post(cur.keys.result(self.rank), Done(result))
-            if self.rank == 0:
-                # The main thread is stuck, so report from here, then end the job.
-                results = self._collect(cur.keys, cur.grace.wait_for_results(timeout=0.0))  # the limit is past
-                self._share_collectives(cur.keys, results)
-                verdict = judge(results, Facts(cur.test_id, self.world_size, self.placement))
-                write_to_real_stderr(f"\nERROR: {cur.test_id}\n{verdict.text}\n\nharness: ending the job "
-                                     "(a hung rank cannot run another test)\n")
-                self._set_done()
-                os._exit(1)
+            if time.monotonic() >= cur.deadline:
+                result = RankResult(rank=self.rank, status=TIMEOUT, stack=self._own_stack(),
+                                    message=f"timed out after {cur.timeout:.0f} s (raise the class's `timeout` or "
+                                            "set HARNESS_TIMEOUT)")
+                self._end_test(cur, result, float(self.store.ticket(cur.keys.arrivals)), "a hung rank")
+            found = None
+            if cur.desync is not None:
+                try:
+                    found = cur.desync.look()
+                except Exception:  # the store went away (the job is ending): the timeout stays the net
+                    found = None
+            if found is not None:
+                result = RankResult(rank=self.rank, status=KILLED, stack=self._own_stack(),
+                                    message=stopped_at_once(self.rank, found))
+                # the root cause comes first in the report: before any number the arrivals counter hands out
+                arrived = 0.0 if self.rank == found[0] else float(self.store.ticket(cur.keys.arrivals))
+                self._end_test(cur, result, arrived, "a rank blocked in a collective")
+
+    def _end_test(self, cur: _Running, result: RankResult, arrived: float, who: str) -> NoReturn:
+        """This rank's main thread is stuck in its test (a timeout, a desync): post its result from here, then
+        end the job: rank 0 reports for every rank first, the others wait until it has."""
+        try:
+            result.collectives = recorder.own_dump(self.rank)  # read while the main thread waits
+        except Exception:
+            pass
+        result.arrived = arrived
+        self.store.post(cur.keys.result(self.rank), Done(result))
+        if self.rank == 0:
+            # The main thread is stuck, so report from here, then end the job.
+            results = self._collect(cur.keys, cur.grace.wait_for_results(timeout=0.0))  # the limit is past
+            self._share_collectives(cur.keys, results)
+            verdict = judge(results, Facts(cur.test_id, self.world_size, self.placement))
+            write_to_real_stderr(f"\nERROR: {cur.test_id}\n{verdict.text}\n\nharness: ending the job "
+                                 f"({who} cannot run another test)\n")
+            self._set_done()
+        else:
             # Let rank 0 read our stack and report, then end this process so torchrun stops the job.
             self._wait_done(max(60.0, cur.grace.seconds + 30))
-            os._exit(1)
+        # os._exit runs no atexit, and torchrun stops every rank as soon as one exits: each rank tidies, then
+        # they leave together
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            self.store.post(Keys.leaving(self.rank), Leaving())
+            everyone = [Keys.leaving(r) for r in range(self.world_size)]
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline and not self.store.has(*everyone):
+                time.sleep(0.05)
+        os._exit(1)
 
     def _own_stack(self) -> str:
         with tempfile.TemporaryFile("w+") as f:

@@ -13,6 +13,9 @@ One test under torchrun, as the store sees it (``t7``: its step)::
     t8/arrivals                 a counter              the order in which the ranks' failures became known
     t8/result/<rank>            Done(result)           the test is over on that rank
     t8/fr/<rank>                Collectives(dump)      its collectives, when the test went wrong
+    t8/blocked/<rank>           Blocked(dump, round)   its main thread is idle in a collective (harness.torchrun.desync)
+    t8/blocked                  a counter              how many Blocked were posted: rank 0 reads them when it moves
+    t8/look                     Look(round, found)     rank 0 asks for fresh Blocked dumps, or says it is a desync
 
 and, for the whole job, ``exit/<rank>`` (Leaving: that rank is about to exit) and ``done`` (JobOver).
 """
@@ -22,7 +25,8 @@ import dataclasses
 import pickle
 from typing import Any
 
-__all__ = ["TempDir", "Seed", "Example", "Collectives", "Leaving", "JobOver", "Keys", "Steps", "JobStore"]
+__all__ = ["TempDir", "Seed", "Example", "Collectives", "Blocked", "Look", "Leaving", "JobOver", "Keys", "Steps",
+           "JobStore"]
 
 
 # ---- the messages that only the store carries (the rest are harness.shared.protocol's) --------------------------
@@ -54,6 +58,24 @@ class Collectives:
     """A rank's collectives in a test that went wrong (harness.ranks.recorder: a dump)."""
 
     dump: dict[str, Any] | None
+
+
+@dataclasses.dataclass
+class Blocked:
+    """A rank's dump (harness.ranks.recorder) taken while its main thread was idle inside torch's collective
+    code, after it read ``round`` at ``Keys.look`` (0: none posted yet): harness.torchrun.desync."""
+
+    dump: dict[str, Any] | None
+    round: int
+
+
+@dataclasses.dataclass
+class Look:
+    """Rank 0's word on a possible desync: ``round``, the dumps it wants next (each rank posts a fresh
+    Blocked for it), or ``found``, harness.judging.analysis.never_meet's answer: the ranks stop their test."""
+
+    round: int
+    found: tuple[int, str] | None = None
 
 
 @dataclasses.dataclass
@@ -134,6 +156,20 @@ class Keys:
     def collectives(self, rank: int) -> str:
         return f"{self.prefix}/fr/{rank}"
 
+    def blocked(self, rank: int) -> str:
+        """Where ``rank`` posts its dump while its main thread is idle in a collective (Blocked)."""
+        return f"{self.prefix}/blocked/{rank}"
+
+    @property
+    def blocked_posts(self) -> str:
+        """A counter: each Blocked posted adds one, so rank 0 reads the dumps only when one changed."""
+        return f"{self.prefix}/blocked"
+
+    @property
+    def look(self) -> str:
+        """Rank 0's Look: the round of dumps it asks for, or the desync it found."""
+        return f"{self.prefix}/look"
+
     @staticmethod
     def leaving(rank: int) -> str:
         return f"exit/{rank}"
@@ -203,3 +239,7 @@ class JobStore:
         """The next number of ``counter`` (1, 2, ...): the store hands each out once, whichever rank asks,
         so the numbers order the moments they were asked for across the whole job."""
         return int(self.store.add(counter, 1))
+
+    def count(self, counter: str) -> int:
+        """How many numbers ``counter`` handed out so far (0: none), taking none."""
+        return int(self.store.add(counter, 0))
