@@ -32,6 +32,17 @@ RUN_TIMEOUT = 300
 PYTEST_PLUGIN = ["-p", "no:distharness", "-p", "harness.pytest_plugin"]
 
 
+#: set to 1 to run the nightly tier too: checks that repeat what CI already covers through another front end or
+#: signal, slow and rarely failing (the GitHub workflow's nightly job sets it; CI's run skips them, saying so)
+NIGHTLY_VAR = "DISTHARNESS_NIGHTLY"
+
+
+def nightly(why: str):
+    """Run the decorated test or class only in the nightly tier (``DISTHARNESS_NIGHTLY=1``); ``why``: what CI
+    already checks in its place."""
+    return unittest.skipUnless(os.environ.get(NIGHTLY_VAR) == "1", f"nightly tier ({NIGHTLY_VAR}=1 runs it): {why}")
+
+
 def fixture_line(module: str, marker: str) -> int:
     """The line number of the first line of a fixture module that contains ``marker``.
 
@@ -279,13 +290,16 @@ def _front_end(front_end: str, module: str) -> tuple[str, list[str], str]:
 
 def under_each_front_end(module: str, checks: type, front_ends: dict[str, type | tuple[type, ...]],
                          env: dict[str, str | None] | None = None,
-                         args: dict[str, list[str]] | None = None) -> dict[str, type[FixtureTestCase]]:
+                         args: dict[str, list[str]] | None = None,
+                         nightly_only: tuple[str, ...] = ()) -> dict[str, type[FixtureTestCase]]:
     """One FixtureTestCase class per front end, ``TestUnder<front end>``: each runs fixture ``module`` once the way
     that front end runs it, and has the tests of the ``checks`` mixin (``self.FRONT_END`` says which front end ran).
 
     ``front_ends``: each front end to run under -> a mixin (or a tuple of them, or ``()``) with the tests only that
     front end has. ``env``: the fixture's environment (base_env's overrides). ``args``: arguments added to a front
-    end's own (``{THE_RUNNER: ["--verbose"]}``). Make the classes module globals, for unittest and pytest to find::
+    end's own (``{THE_RUNNER: ["--verbose"]}``). ``nightly_only``: front ends whose class runs in the nightly tier
+    alone (:func:`nightly`), where the others already check the same fixture in CI. Make the classes module
+    globals, for unittest and pytest to find::
 
         globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), PYTEST: _PytestOnly}, env=NO_GPUS))
     """
@@ -297,4 +311,7 @@ def under_each_front_end(module: str, checks: type, front_ends: dict[str, type |
         classes[name] = type(name, (*extras, checks, FixtureTestCase), {
             "__module__": checks.__module__, "__qualname__": name, "__doc__": doc, "FRONT_END": front_end,
             "RUNNER": runner, "ARGS": front_args + (args or {}).get(front_end, []), "ENV": dict(env or {})})
+        if front_end in nightly_only:
+            others = ", ".join(f for f in front_ends if f not in nightly_only)
+            classes[name] = nightly(f"the same checks under {others}")(classes[name])
     return classes

@@ -19,8 +19,8 @@ import time
 import unittest
 import uuid
 
-from tests._support import (PYTEST_PLUGIN, REPO, TOKEN_VAR, base_env, finish_fixture, fixture_line, run_fixture,
-                            start_fixture, wait_until_gone)
+from tests._support import (PYTEST_PLUGIN, REPO, TOKEN_VAR, base_env, finish_fixture, fixture_line, nightly,
+                            run_fixture, start_fixture, wait_until_gone)
 
 try:
     import pexpect
@@ -132,6 +132,7 @@ class TestBreakpointInARank(OnTerminal):
         rest = self.finish()
         self.assertIn("1 passed, 0 failed", rest)
 
+    @nightly("the same prompt under the runner (test_p_reads_a_local...)")
     def test_under_plain_unittest(self):
         self.start([f"{MOD}.DebugTest.test_breakpoint", "-v"], runner="unittest")
         self.prompt(1)
@@ -141,6 +142,7 @@ class TestBreakpointInARank(OnTerminal):
         self.assertIn("OK", rest)
         self.assertEqual(self.term.exitstatus, 0, rest)
 
+    @nightly("the same prompt in reused ranks")
     def test_spawned_fresh_ranks(self):
         self.start([FX, "-k", "test_breakpoint"], HARNESS_TEMPLATE="0", HARNESS_REUSE="0")
         self.prompt(1)
@@ -160,6 +162,7 @@ class TestBreakpointInARank(OnTerminal):
         self.term.sendline("c")
         self.assertIn("1 passed, 0 failed", self.finish())
 
+    @nightly("the same prompt under the runner")
     def test_under_pytest(self):
         self.start([FX, "-k", "test_breakpoint or test_zz_after", "-p", "no:cacheprovider", "--color=no"], runner="pytest")
         self.prompt(1)
@@ -167,6 +170,7 @@ class TestBreakpointInARank(OnTerminal):
         self.term.sendline("c")
         self.assertIn("2 passed", self.finish())
 
+    @nightly("the same prompt under the runner")
     def test_under_run_tests_py(self):
         self.start([FX, "-k", "test_set_trace"], runner="run_tests")
         self.prompt(0)
@@ -174,6 +178,7 @@ class TestBreakpointInARank(OnTerminal):
         self.term.sendline("c")
         self.assertIn("1 passed, 0 failed", self.finish())
 
+    @nightly("the same prompt under the runner")
     def test_under_the_modules_own_main(self):
         self.start(["DebugTest.test_breakpoint"], runner=MOD)
         self.prompt(1)
@@ -207,6 +212,7 @@ class TestPostMortem(OnTerminal):
         self.assertNotIn("harness:quit", rest)  # the relay's mark is not shown
         self.assertRegex(rest, r"PASS\s+tests\.fixtures\.fx_debug\.DebugTest\.test_zz_after")
 
+    @nightly("the runner's --pdb post-mortem (test_pdb_opens_at_the_failing_frame...)")
     def test_pytest_pdb_opens_the_ranks_post_mortem_first(self):
         self.start([FX, "-k", "test_fails_on_rank_1 or test_zz_after", "--pdb", "-p", "no:cacheprovider", "--color=no"],
                    runner="pytest")
@@ -294,6 +300,7 @@ class TestIdeDebugger(unittest.TestCase):
         out = self.attach_each_rank([FX, "-k", "test_ide", "-k", "test_zz_after"], "harness")
         self.assertIn("2 passed, 0 failed", out)
 
+    @nightly("debugpy under the pool (test_each_rank_waits_for_a_debugger...)")
     def test_under_torchrun(self):
         out = self.attach_each_rank(["--standalone", "--nproc-per-node", "2", FX, "DebugTest.test_ide",
                                      "DebugTest.test_zz_after"], "torch.distributed.run", PYTHONPATH=REPO,

@@ -19,7 +19,7 @@ import time
 import unittest
 import uuid
 
-from tests._support import PYTEST_PLUGIN, REPO, RUN_TIMEOUT, TOKEN_VAR, base_env, processes_with_token
+from tests._support import PYTEST_PLUGIN, REPO, RUN_TIMEOUT, TOKEN_VAR, base_env, nightly, processes_with_token
 
 SLOW = "tests.fixtures.fx_slow"
 QUICK = f"{SLOW}.TestAFirst"  # one 2-rank test that passes
@@ -28,9 +28,10 @@ QUICK = f"{SLOW}.TestAFirst"  # one 2-rank test that passes
 class _Run:
     """One run of ``python -m <args>`` in its own session and TMPDIR; its output in a file."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, wrapper: list[str] | None = None):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, wrapper: list[str] | None = None,
+                 tmpdir: str | None = None):
         self.token = uuid.uuid4().hex
-        self.tmpdir = tempfile.mkdtemp(prefix="distharness-leftovers-")
+        self.tmpdir = tmpdir or tempfile.mkdtemp(prefix="distharness-leftovers-")
         self.marker = os.path.join(self.tmpdir, "started")
         full = base_env(**{"HARNESS_TIMEOUT": "120", **(env or {})})
         full.update({TOKEN_VAR: self.token, "TMPDIR": self.tmpdir, "FX_STARTED_MARKER": self.marker})
@@ -83,8 +84,8 @@ class _Run:
 
 
 class TestNothingLeftBehind(unittest.TestCase):
-    def _start(self, args, env=None, wrapper=None) -> _Run:
-        run = _Run(args, env, wrapper)
+    def _start(self, args, env=None, wrapper=None, tmpdir=None) -> _Run:
+        run = _Run(args, env, wrapper, tmpdir)
         self.addCleanup(run.clean_up)
         return run
 
@@ -101,9 +102,11 @@ class TestNothingLeftBehind(unittest.TestCase):
     def test_the_runner(self):
         self._check(self._start(["harness", QUICK]), 0)
 
+    @nightly("the runner's and pytest's runs leave nothing (test_the_runner, test_pytest_plugin)")
     def test_run_tests(self):
         self._check(self._start([SLOW, "TestAFirst"]), 0)
 
+    @nightly("the runner's and pytest's runs leave nothing")
     def test_plain_unittest(self):
         self._check(self._start(["unittest", QUICK]), 0)
 
@@ -114,6 +117,7 @@ class TestNothingLeftBehind(unittest.TestCase):
     def test_a_test_that_times_out(self):
         self._check(self._start(["harness", f"{SLOW}.TestBSlow"], env={"HARNESS_TIMEOUT": "3"}), 1)
 
+    @nightly("a usage error ends the template (test_a_usage_error_after_collecting)")
     def test_listing_the_tests(self):
         # the test classes warm the template as they are collected; --list forks no rank from it
         self._check(self._start(["harness", "--list", SLOW]), 0)
@@ -129,18 +133,21 @@ class TestNothingLeftBehind(unittest.TestCase):
         run.proc.send_signal(signal.SIGTERM)
         self._check(run, 143)
 
+    @nightly("SIGTERM to the runner (test_sigterm_to_the_runner) and Ctrl-C")
     def test_sigterm_to_the_runners_process_group(self):
         run = self._start(["harness", SLOW])
         run.wait_for_the_slow_test()
         os.killpg(run.proc.pid, signal.SIGTERM)
         self._check(run, 143)
 
+    @nightly("SIGTERM to the runner (test_sigterm_to_the_runner)")
     def test_sigterm_to_run_tests(self):
         run = self._start([SLOW])
         run.wait_for_the_slow_test()
         run.proc.send_signal(signal.SIGTERM)
         self._check(run, 143)
 
+    @nightly("SIGTERM to the runner (test_sigterm_to_the_runner)")
     def test_sigterm_to_plain_unittest(self):
         run = self._start(["unittest", SLOW])
         run.wait_for_the_slow_test()
@@ -153,7 +160,31 @@ class TestNothingLeftBehind(unittest.TestCase):
         os.killpg(run.proc.pid, signal.SIGINT)
         self._check(run, 130)
 
+    def test_sigkill_to_the_runner_then_a_next_run(self):
+        # SIGKILL: nothing of the runner can clean up. Its runner process and ranks notice it is gone and
+        # end; its temporary folder (named after its pid) is removed by the next run at the latest
+        run = self._start(["harness", SLOW])
+        run.wait_for_the_slow_test()
+        run.proc.send_signal(signal.SIGKILL)
+        run.proc.wait()
+        from tests._support import wait_until_gone
+
+        self.assertEqual(wait_until_gone(run.token), {}, "processes of a SIGKILLed run left")
+        self._check(self._start(["harness", QUICK], tmpdir=run.tmpdir), 0)
+
+    def test_the_runner_never_imports_torch(self):
+        # the thin parent: collecting and running happen in a process forked from the template
+        code = ("import sys; from harness.runner.cli import main; c = main([%r]); "
+                "print('parent imported torch:', 'torch' in sys.modules); sys.exit(c)" % QUICK)
+        tmpdir = tempfile.mkdtemp(prefix="distharness-leftovers-")
+        self.addCleanup(shutil.rmtree, tmpdir, True)
+        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**base_env(), "TMPDIR": tmpdir},
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("parent imported torch: False", proc.stdout)
+
     @unittest.skipIf(shutil.which("timeout") is None, "no `timeout` command")
+    @nightly("SIGTERM to the runner (test_sigterm_to_the_runner)")
     def test_timeout_command(self):
         # `timeout` ends its command on SIGALRM, exactly as when its time is up (SIGTERM to the command,
         # then to its process group), without this test guessing how long the run takes to start

@@ -106,12 +106,13 @@ class TestTemplateGone(unittest.TestCase):
             time.sleep(0.1)
         os.unlink(tmp_marker)
         running = {pid: cmd for pid, cmd in processes_with_token(token).items() if pid != proc.pid}
-        # the template is the run's child; the ranks are the template's (and carry its command line)
+        # the template is the run's child; the runner process (harness.runner.forked: it collects and runs
+        # the tests) and the ranks are the template's (and carry its command line)
         templates = [pid for pid, cmd in running.items() if "multiprocessing.forkserver" in cmd
                      and _ppid(pid) == proc.pid]
         self.assertEqual(len(templates), 1, running)
         ranks = [pid for pid in running if _ppid(pid) == templates[0]]
-        self.assertEqual(len(ranks), 2, running)
+        self.assertEqual(len(ranks), 3, running)  # the runner process and 2 ranks
         return proc, token, tmpdir, running
 
     def _gone(self, proc, token, tmpdir, running):

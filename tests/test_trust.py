@@ -13,7 +13,7 @@ import time
 import unittest
 import xml.etree.ElementTree as ET
 
-from tests._support import REPO, TOKEN_VAR, FixtureTestCase, base_env, fixture_line, wait_until_gone
+from tests._support import REPO, TOKEN_VAR, FixtureTestCase, base_env, fixture_line, nightly, wait_until_gone
 
 FX = "fx_between_ranks"
 MOD = f"tests.fixtures.{FX}"
@@ -166,6 +166,7 @@ class TestInterrupts(unittest.TestCase):
         self.check_runner_report(run, "interrupted (Ctrl-C)")
         self.check_clean(run)
 
+    @nightly("SIGTERM to the parent only, and Ctrl-C to the process group")
     def test_sigterm_to_the_process_group(self):
         run = self.interrupt(signal.SIGTERM, True, ["run_tests.py", "tests.fixtures.fx_slow"])
         self.assertEqual(run["rc"], 143, run["out"] + run["err"])
@@ -184,6 +185,7 @@ class TestInterrupts(unittest.TestCase):
         self.assertIn("interrupted (Ctrl-C) while this test was running", run["out"])
         self.check_clean(run)
 
+    @nightly("Ctrl-C with jobs (test_ctrl_c_with_jobs_stops_every_worker)")
     def test_sigterm_to_the_parent_only_with_jobs_stops_every_worker(self):
         run = self.interrupt(signal.SIGTERM, False, ["run_tests.py", "tests.fixtures.fx_slow", "-j", "2"])
         self.assertEqual(run["rc"], 143, run["out"] + run["err"])
@@ -193,6 +195,7 @@ class TestInterrupts(unittest.TestCase):
         self.assertEqual(case[0].find("error").get("type"), "Interrupted")
         self.check_clean(run)
 
+    @nightly("SIGTERM to the parent only")
     def test_sigterm_under_plain_unittest(self):
         run = self.interrupt(signal.SIGTERM, True, ["-m", "unittest", "tests.fixtures.fx_slow"])
         self.assertEqual(run["rc"], 143, run["out"] + run["err"])

@@ -12,7 +12,15 @@ one machine, and printed side by side with their ratio (medians; min and max bes
 * ``ranks replaced`` after a test that leaves the process altered (a thread left running): the next
                      test's time, which includes stopping the old ranks and starting new ones;
 * ``REUSE=0 per test`` ``HARNESS_REUSE=0``: fresh ranks for every trivial test of 2 ranks (median of
-                     ``--tests`` tests after the first).
+                     ``--tests`` tests after the first);
+* ``watch: save to result line`` ``python -m harness --watch one_test.py``: from the save of the test file
+                     to its ``[1/1] PASS`` line (median of ``--saves`` saves; forked only: --watch needs the
+                     template);
+* ``through the server`` one trivial 2-rank test as a whole command while a server started with
+                     ``--serve`` runs (median of ``--saves`` runs; forked only).
+
+The runner itself (the thin parent) imports no torch: the whole-process rows are the template's torch
+import, the runner process forked from it, and the ranks.
 
 The in-process figures are timed by a driver in a subprocess of its own that runs the tests through
 unittest, from the parent's ``startTest`` to ``stopTest``.
@@ -166,6 +174,61 @@ def _driver(tmp: str, template: bool, names: list[str], **extra: str) -> dict[st
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _watch(tmp: str, saves: int) -> list[float]:
+    """Seconds from each save of one_test.py to its result line under ``--watch``."""
+    import re
+    import signal
+
+    env = _env(True, BENCH_WS="2", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "--watch", "one_test.py"], cwd=tmp, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+
+    def until(pattern: str) -> None:
+        for line in proc.stdout:
+            if re.search(pattern, line):
+                return
+        sys.exit(f"--watch ended (exit {proc.wait()}) before {pattern!r}")
+
+    path = Path(tmp, "one_test.py")
+    times = []
+    try:
+        until("waiting for a save")
+        for i in range(saves):
+            time.sleep(0.5)
+            text = ONE_TEST + f"\n# save {i}\n"
+            started = time.monotonic()
+            path.write_text(text)
+            until(r"\[1/1\] PASS")
+            times.append(time.monotonic() - started)
+            until("waiting for a save")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+        path.write_text(ONE_TEST)
+    return times
+
+
+def _served(tmp: str, runs: int) -> list[float]:
+    """Seconds of one trivial 2-rank test as a whole command, through a server started with --serve."""
+    import glob
+    import signal
+
+    env = _env(True, BENCH_WS="2")
+    subprocess.run([sys.executable, "-m", "harness", "--serve", "--idle", "60"], cwd=tmp, env=env, check=True,
+                   capture_output=True)
+    try:
+        _wall([sys.executable, "-m", "harness", "one_test.py"], env, tmp)  # the template's import
+        return [_wall([sys.executable, "-m", "harness", "one_test.py"], env, tmp) for _ in range(runs)]
+    finally:
+        base = os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp"
+        for info in glob.glob(os.path.join(base, f"distharness-servers-{os.getuid()}", "*.json")):
+            try:
+                if json.loads(Path(info).read_text()).get("root") == str(Path(tmp).resolve()):
+                    os.kill(json.loads(Path(info).read_text())["pid"], signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+
+
 def commit(root: Path) -> str:
     """The checkout's commit, short, with "+changes" when its tracked files differ from it."""
     def git(*a: str) -> str:
@@ -204,6 +267,11 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
             add("ranks replaced after an altered test", how, d["TestAltering.test_1_after"])
             d = _driver(tmp, template, many, HARNESS_REUSE="0")
             add("REUSE=0 per test (2 ranks)", how, statistics.median(d[n] for n in many[1:]))
+            if template:
+                for value in _watch(tmp, args.saves):
+                    add("watch: save to result line (2 ranks)", how, value)
+                for value in _served(tmp, args.saves):
+                    add("one test, 2 ranks, through the server (whole command)", how, value)
             print(f"round {round_ + 1}/{args.rounds} {how} done", file=sys.stderr, flush=True)
     return figures
 
@@ -212,10 +280,12 @@ def report(figures: dict[str, dict[str, list[float]]]) -> str:
     floor = {how: statistics.median(v) for how, v in figures["floor"].items()}
     rows = [("figure", "forked (template)", "spawned", "spawned / forked", "forked / floor")]
     for name, by in figures.items():
-        med = {how: statistics.median(v) for how, v in by.items()}
-        cell = {how: f"{med[how]:.3f} s [{min(v):.3f}-{max(v):.3f}]" for how, v in by.items()}
-        to_floor = f"{med['forked'] / floor['forked']:.2f}x" if "whole process" in name or " at " in name else ""
-        rows.append((name, cell["forked"], cell["spawned"], f"{med['spawned'] / med['forked']:.1f}x", to_floor))
+        med = {how: statistics.median(v) for how, v in by.items() if v}
+        cell = {how: f"{med[how]:.3f} s [{min(v):.3f}-{max(v):.3f}]" if v else "-" for how, v in by.items()}
+        to_floor = (f"{med['forked'] / floor['forked']:.2f}x" if "whole" in name or " at " in name or "watch" in name
+                    else "")
+        ratio = f"{med['spawned'] / med['forked']:.1f}x" if len(med) == 2 else "-"
+        rows.append((name, cell["forked"], cell["spawned"], ratio, to_floor))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -227,6 +297,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="pairs of forked/spawned measurements (default 3)")
     parser.add_argument("--tests", type=int, default=15, help="trivial tests timed for REUSE=0 (default 15)")
     parser.add_argument("--whole-ws", default="2,8", help="world sizes of the whole-process run (default 2,8)")
+    parser.add_argument("--saves", type=int, default=5, help="saves timed under --watch, and runs through the "
+                        "server, per round (default 5)")
     parser.add_argument("--json", help="also write the raw figures here")
     parser.add_argument("--baseline", type=Path, help="a checkout of another commit (git worktree add): its "
                         "whole-process figures are taken in the same rounds, on the row under this one's")

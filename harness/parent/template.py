@@ -30,20 +30,23 @@ import multiprocessing.context
 import multiprocessing.forkserver
 import multiprocessing.reduction
 import os
+import shutil
 import signal
 import sys
 import threading
 import time
 from typing import Any
 
-__all__ = ["PRELOAD", "BY_REQUEST", "RankStart", "context", "warm", "tell", "stop", "broken", "note"]
+__all__ = ["PRELOAD", "BY_REQUEST", "RankStart", "context", "warm", "tell", "stop", "broken", "note", "unavailable",
+           "adopt"]
 
 #: what the template imports once, for every rank it forks (a module it cannot import is left to the rank).
 #: DTensor is here for every test, not only DTensor tests: torch.testing.assert_close (assertEqual) imports
 #: it on its first call, half a second in each fresh rank. The harness's own modules come last: the
 #: template's import of this module waits for the run's list of what its tests use (:func:`tell`).
 PRELOAD = ["torch", "torch.distributed", "torch.distributed.tensor", "numpy", "harness", "harness.parent.template",
-           "harness.ranks.process", "harness.ranks.comms", "harness.ranks.isolation", "harness.ranks.cuda_state"]
+           "harness.ranks.process", "harness.ranks.comms", "harness.ranks.isolation", "harness.ranks.cuda_state",
+           "harness.classes.case", "harness.runner.forked"]
 
 #: packages the template imports too when the run's test modules imported them (FSDP and DCP alone cost
 #: the template about as much again as DTensor; a test that uses neither should not wait for them)
@@ -78,7 +81,7 @@ def _import_time_env(env: Any = None) -> tuple[tuple[str, str], ...]:
                         if k.startswith(_IMPORT_TIME_PREFIXES) and k not in _SET_IN_RANK and k not in (_IN_TEMPLATE, _LIST_VAR)))
 
 
-def _unavailable() -> str:
+def unavailable() -> str:
     """Why ranks cannot be forked from a template on this platform at all ("" when they can)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return f"this platform ({sys.platform}) has no fork server"
@@ -117,14 +120,29 @@ def warm(use_template: bool | None = None) -> None:
         return
     try:
         with _lock:
-            if _state["broken"] or _unavailable():
+            if _state["broken"] or unavailable():
                 return
             _ensure_running()
     except Exception as exc:  # noqa: BLE001 - any failure here only means: spawn instead
         _state["broken"] = f"the template could not start ({type(exc).__name__}: {exc})"
 
 
+def adopt() -> None:
+    """In a runner process forked from the template (harness.runner.forked): its ranks are forked from the
+    same template, never from one of its own, and it never stops that template (its client does)."""
+    from multiprocessing import resource_tracker
+
+    server = _server()
+    # multiprocessing's own check would start a new fork server here (it knows no pid of the template's)
+    server.ensure_running = resource_tracker.ensure_running
+    _state["adopted"] = True
+    _state["key"] = _import_time_env()
+    _state["list"] = None
+
+
 def _ensure_running() -> None:
+    if _state.get("adopted"):
+        return
     server = _server()
     key = _import_time_env()
     pid = getattr(server, "_forkserver_pid", None)
@@ -173,7 +191,7 @@ def context(use_template: bool = True) -> tuple[multiprocessing.context.BaseCont
     spawn = multiprocessing.get_context("spawn")
     if not use_template:
         return spawn, ""
-    why = _unavailable() or _state["broken"]
+    why = unavailable() or _state["broken"]
     if not why:
         try:
             with _lock:
@@ -191,9 +209,9 @@ def context(use_template: bool = True) -> tuple[multiprocessing.context.BaseCont
     return multiprocessing.get_context("forkserver"), ""
 
 
-def tell() -> None:
-    """Tell the template what else to import: the packages of :data:`BY_REQUEST` that this process has
-    imported by now (the test modules' imports, once they are collected). Once per template; the runner
+def tell(wanted: list[str] | None = None) -> None:
+    """Tell the template what else to import: ``wanted``, else the packages of :data:`BY_REQUEST` that this
+    process has imported by now (the test modules' imports, once they are collected). Once per template; the runner
     calls it right after collecting, so that the template imports them while the run goes on, and the
     first world's start (:func:`context`) and :func:`stop` call it if nothing did.
     """
@@ -205,7 +223,8 @@ def tell() -> None:
         _lock.release()
     if path is None:
         return
-    wanted = [name for name in BY_REQUEST if name in sys.modules]
+    if wanted is None:
+        wanted = [name for name in BY_REQUEST if name in sys.modules]
     try:
         with open(path + ".tmp", "w") as f:
             f.write("\n".join(wanted) + "\n")
@@ -224,6 +243,7 @@ def _await_list() -> None:
     if not path:
         return
     run = int(os.path.basename(path).split("-")[3])
+    _RUN.update(pid=run, dir=os.path.dirname(path))
     while not os.path.exists(path):
         if not _alive(run):
             return  # the run is gone: the template ends with it
@@ -358,10 +378,19 @@ def _reap(pid: int, wait: float) -> None:
         pass  # already reaped (by a handler of the program's own), or not our child
 
 
+#: in the template: the run's process and its temporary folder (multiprocessing's, where the list is)
+_RUN: dict[str, Any] = {}
+
+
 def _exit_now() -> None:
     """The template's exit, once its last rank is gone: at once, without tearing down the modules it
-    preloaded (torch's teardown takes about half a second, during which the run would wait for it)."""
+    preloaded (torch's teardown takes about half a second, during which the run would wait for it).
+
+    A run that was killed (SIGKILL) could not remove its temporary folder: the template, its last process,
+    does (only when the run is gone: a live run removes its own)."""
     if os.getpid() == _TEMPLATE_PID:
+        if _RUN and not _alive(_RUN["pid"]):
+            shutil.rmtree(_RUN["dir"], ignore_errors=True)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -399,8 +428,16 @@ class RankStart:
         """The parent's environment now (with ``env`` over it) and its fds 1 and 2."""
         return cls({**os.environ, **env}, (_Fd(1), _Fd(2)))
 
+    @classmethod
+    def of_fds(cls, env: dict[str, str], fds: tuple[int | None, ...]) -> "RankStart":
+        """``env``, and the fds 0, 1, 2 given (a runner process's: harness.runner.forked); None: /dev/null."""
+        return cls(env, tuple(_Fd(fd) if fd is not None else None for fd in fds))
+
     def apply(self) -> None:
-        for target, fd in zip((1, 2), self.stdio):
+        targets = (1, 2) if len(self.stdio) == 2 else (0, 1, 2)
+        for target, fd in zip(targets, self.stdio):
+            if fd is None:
+                fd = os.open(os.devnull, os.O_RDWR)
             if isinstance(fd, int) and fd != target:
                 os.dup2(fd, target)
                 os.close(fd)

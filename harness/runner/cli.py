@@ -13,6 +13,7 @@ from harness.shared.config import DEVICE_CHOICES, VARIABLES, variables
 from harness.shared.errors import UsageError
 from harness.parent.hypothesis_support import PROFILES
 from harness.runner.selection import FILE_PATTERNS
+from harness.runner.forked import run_forked
 from harness.runner.session import Options, end_unused_template, execute, prepare
 from harness.shared.status import ExitCode
 
@@ -181,6 +182,19 @@ def build_parser(defaults: Defaults = Defaults()) -> argparse.ArgumentParser:
     how.add_argument("--pdb", action="store_true",
                      help="when a test fails in a rank, open a post-mortem (Pdb) prompt in the first rank to fail, "
                      "at the frame that raised (from a terminal; HARNESS_PDB=1)")
+    how.add_argument("--watch", action="store_true",
+                     help="stay up: after the run, each time a file under the targets or one the tests import is "
+                          "saved, run the tests that import it again (last round's failures first), one summary a "
+                          "round; Ctrl-C ends it (docs/watch.md)")
+    how.add_argument("--serve", action="store_true",
+                     help="start a warm server for this project in the background and return: later runs of the same "
+                          "project, interpreter and environment hand it their tests (a run of one small test then "
+                          "takes a fraction of a second); it ends after --idle seconds without a run; never under CI "
+                          "(docs/watch.md)")
+    how.add_argument("--idle", type=float, default=None, metavar="S",
+                     help="with --serve: seconds without a run after which the server ends (default: 900)")
+    how.add_argument("--no-server", action="store_true",
+                     help="run without the server --serve started, in fresh processes of this run's own")
     how.add_argument("--no-buffer", "-s", dest="buffer", action="store_false",
                      help="show what tests and ranks print as it comes, instead of only with failures")
 
@@ -220,6 +234,10 @@ def parse(args: argparse.Namespace, defaults: Defaults = Defaults()) -> Options:
         raise UsageError(f"--slowest {args.slowest}: must be >= 0")
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: must be >= 1")
+    if args.idle is not None and (not args.serve or not args.idle > 0):
+        raise UsageError(f"--idle {args.idle:g}: give it with --serve, a number of seconds > 0")
+    if args.serve and (args.watch or args.no_server or args.list_only):
+        raise UsageError("--serve starts a server and runs no test: give it alone (with --idle)")
     root = (defaults.root or Path.cwd()).resolve()
     folders = defaults.folders
     for fs in defaults.folder_sets:
@@ -239,7 +257,8 @@ def parse(args: argparse.Namespace, defaults: Defaults = Defaults()) -> Options:
                    shuffle_seed=seed, fail_env_changed=args.fail_env_changed, triage=args.triage, pdb=args.pdb,
                    buffer=args.buffer, verbose=args.verbose, junit_xml=args.junit_xml, html=args.html,
                    slowest=args.slowest, jobs=args.jobs,
-                   job_of=tuple(args.job_of) if args.job_of else None)
+                   job_of=tuple(args.job_of) if args.job_of else None, watch=args.watch,
+                   server="serve" if args.serve else "no" if args.no_server else "auto")
 
 
 def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> ExitCode:
@@ -253,7 +272,25 @@ def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> 
     parser = build_parser(defaults)
     args = parser.parse_args(argv)
     try:
-        plan = prepare(parse(args, defaults))
+        options = parse(args, defaults)
+        if options.watch:
+            from harness.runner.watch import watch
+
+            return ExitCode(watch(options))
+        if options.server == "serve":
+            from harness.runner import server
+
+            return ExitCode(server.start(options.root, args.idle or server.DEFAULT_IDLE))
+        if options.server == "auto" and not os.environ.get("CI"):
+            from harness.runner import server
+
+            code = server.try_run(options)  # a server --serve started for this project, if one runs
+            if code is not None:
+                return code
+        code = run_forked(options)  # the thin parent: the tests run in a process forked from the template
+        if code is not None:
+            return code
+        plan = prepare(options)
     except UsageError as exc:
         parser.print_usage(sys.stderr)
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)

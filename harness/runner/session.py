@@ -17,7 +17,8 @@ from harness.runner.selection import check_includes, collect, module_of, select,
 from harness.runner.sharding import load_times, save_times, shard
 from harness.shared.status import BAD, ExitCode, Status
 
-__all__ = ["Options", "Plan", "prepare", "execute", "times_to_record"]
+__all__ = ["Options", "Plan", "Ran", "prepare", "execute", "run_tests_here", "report", "console_for", "header_lines",
+           "times_to_record"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +51,8 @@ class Options:
     slowest: int = 10
     jobs: int = 1  # runner processes at once (harness.runner.jobs)
     job_of: tuple[str, str] | None = None  # in a --jobs worker: (file of its test ids, where its report goes)
+    watch: bool = False  # --watch: run again on each save (harness.runner.watch)
+    server: str = "auto"  # "serve": --serve starts one; "no": --no-server; "auto": use one that runs
 
     @property
     def where(self) -> str:
@@ -217,14 +220,32 @@ def _parallel(plan: Plan) -> bool:
     return plan.options.jobs > 1 and plan.options.job_of is None and not launcher.launched() and len(plan.tests) > 1
 
 
-def _run(plan: Plan, out: TextIO) -> ExitCode:
-    options, tests = plan.options, plan.tests
-    if not plan.reporting:
-        out = open(os.devnull, "w")
-    console = Console(out, len(tests), options.verbose, width=min(90, max((len(t.id()) for t in tests), default=0)))
-    if options.job_of is None:
-        console.write("".join(line + "\n" for line in [_header(plan), *plan.notes]))
+@dataclasses.dataclass
+class Ran:
+    """What running a plan's tests gave, as data (the thin parent gets it from the runner process it forked,
+    harness.runner.forked): the entries, the run's notes, how many tests started, the classes' own seconds,
+    why the run stopped early ("" when it did not) and what the report needs of the plan."""
 
+    entries: list[Entry]
+    notes: list[str]
+    started: int
+    class_seconds: dict[str, float]
+    interrupted: str
+    selected: int  # the tests selected
+    discovered: int
+    wall: float = 0.0
+
+
+def console_for(plan: Plan, out: TextIO) -> Console:
+    """The console of a run: its id column as wide as the longest selected id (at most 90)."""
+    return Console(out, len(plan.tests), plan.options.verbose,
+                   width=min(90, max((len(t.id()) for t in plan.tests), default=0)))
+
+
+def run_tests_here(plan: Plan, console: Console, run: Any = None) -> Ran:
+    """Run the plan's tests in this process (or its ``-j`` workers) and return what they gave; no summary.
+    ``run``: the harness.parent.run.Run to run them in (its worlds perhaps started already), else a new one."""
+    options, tests = plan.options, plan.tests
     started = time.monotonic()
     interrupted = ""
     if _parallel(plan):
@@ -232,13 +253,13 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
         from harness.runner.jobs import run_jobs
 
         outcome = run_jobs(options, profile_name(options.hypothesis_profile), tests, options.jobs,
-                           load_times(options.times_file), out)
+                           load_times(options.times_file), console.out)
         entries, notes, ran, interrupted = outcome.entries, outcome.notes, outcome.started, outcome.interrupted
         class_seconds = outcome.class_seconds
     else:
         from harness.parent.run import Run
 
-        run = Run(plan.settings, options.hypothesis_profile)
+        run = run or Run(plan.settings, options.hypothesis_profile)
         result = RunnerResult(console, buffer=options.buffer, failfast=options.failfast, keep_output=options.verbose,
                               run=run)
         result.startTestRun()
@@ -250,40 +271,63 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
         finally:
             result.stopTestRun()
             notes = _after_the_tests(plan, run)
-        entries, ran, class_seconds = result.entries, result.started, result.class_seconds
-        if options.job_of is not None:  # a --jobs worker: the parent reports
-            from harness.runner.jobs import write_worker_report
+        entries, ran, class_seconds = result.entries, result.started, dict(result.class_seconds)
+    return Ran(entries, notes, ran, class_seconds, interrupted, len(tests), plan.discovered,
+               time.monotonic() - started)
 
-            write_worker_report(options.job_of[1], entries, notes, ran, class_seconds)
-            return exit_code(entries, interrupted)
-    wall = time.monotonic() - started
 
-    not_run = len(tests) - ran
+def _run(plan: Plan, out: TextIO) -> ExitCode:
+    options = plan.options
+    if not plan.reporting:
+        out = open(os.devnull, "w")
+    console = console_for(plan, out)
+    if options.job_of is None:
+        console.write(header_lines(plan))
+    ran = run_tests_here(plan, console)
+    if options.job_of is not None:  # a --jobs worker: the parent reports
+        from harness.runner.jobs import write_worker_report
+
+        write_worker_report(options.job_of[1], ran.entries, ran.notes, ran.started, ran.class_seconds)
+        return exit_code(ran.entries, ran.interrupted)
+    return report(options, console, ran, plan.reporting)
+
+
+def header_lines(plan: Plan) -> str:
+    """The run's first lines: what runs, where, with which torch; the shard and shuffle notes."""
+    return "".join(line + "\n" for line in [_header(plan), *plan.notes])
+
+
+def report(options: Options, console: Console, ran: Ran, reporting: bool = True) -> ExitCode:
+    """The end of a run: the summary, JUnit XML, HTML, the times file, the count line; the exit code.
+    Needs no torch: the thin parent calls it with what its runner process sent (harness.runner.forked)."""
+    entries, interrupted, wall = ran.entries, ran.interrupted, ran.wall
+    not_run = ran.selected - ran.started
     stopped = ""
     if interrupted:
-        stopped = f"{interrupted}: {not_run} of {len(tests)} selected tests did not run"
+        stopped = f"{interrupted}: {not_run} of {ran.selected} selected tests did not run"
     elif options.failfast and not_run and any(e.status in BAD for e in entries):
-        stopped = f"stopped after the first failure (--failfast): {not_run} of {len(tests)} selected tests did not run"
-    console.summary(entries, options.slowest, wall, stopped, not_run, notes)
+        stopped = (f"stopped after the first failure (--failfast): {not_run} of {ran.selected} selected tests did "
+                   "not run")
+    console.summary(entries, options.slowest, wall, stopped, not_run, ran.notes)
 
-    if options.junit_xml and plan.reporting:
+    if options.junit_xml and reporting:
         from harness.runner.junit import write_junit
 
         write_junit(options.junit_xml, entries, wall)
         console.write(f"JUnit XML: {options.junit_xml}\n")
-    if options.html and plan.reporting:
+    if options.html and reporting:
         from harness.runner.html import write_html
 
         prog = os.path.basename(sys.argv[0])
         prog = "python -m harness" if prog in ("", "__main__.py", "-m") else prog
-        write_html(options.html, entries, wall, prog + (f" -j {options.jobs}" if options.jobs > 1 else ""), notes)
+        write_html(options.html, entries, wall, prog + (f" -j {options.jobs}" if options.jobs > 1 else ""), ran.notes)
         console.write(f"HTML report: {options.html}\n")
-    if options.update_times and plan.reporting:
-        timed, classes = times_to_record(entries, class_seconds)
+    if options.update_times and reporting:
+        timed, classes = times_to_record(entries, ran.class_seconds)
         save_times(options.times_file, timed, classes)
         console.write(f"times of {len(timed)} tests and the set-up of {len(classes)} classes merged into "
                       f"{options.times_file}\n")
-    console.count_line(entries, len(tests), plan.discovered, options.where, bool(interrupted))
+    console.count_line(entries, ran.selected, ran.discovered, options.where, bool(interrupted))
     return exit_code(entries, interrupted)
 
 

@@ -45,7 +45,8 @@ class _Checks:
         self.check_nothing_left()
 
 
-globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), THE_RUNNER: (), UNITTEST: ()}, env=NO_GPUS))
+globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), THE_RUNNER: (), UNITTEST: ()}, env=NO_GPUS,
+                                      nightly_only=(UNITTEST,)))
 
 
 if __name__ == "__main__":

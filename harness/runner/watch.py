@@ -1,0 +1,305 @@
+"""``--watch``: run the tests, then again each time a file they import is saved, until Ctrl-C.
+
+The runner stays up as a thin parent (harness.runner.forked) with its template warm. Each round is a runner
+process forked from the template: it imports the test modules and the user's code anew (nothing is
+patched in place, so a round's verdicts are a cold run's), runs the tests and hands back, beside what they
+gave, which files each test module imports (its own ``import`` statements followed through the project's
+files) and which of them the template itself holds. The parent then watches those files and the target
+folders (polling their modification times: no dependency, any platform) and, when one is saved, runs the
+test modules that import it, last round's failures first, with one summary a round.
+
+A file the template holds (the user's package preloaded there, the harness, torch itself) cannot be taken
+anew by a forked process: the template is started again, and the round says why. While the parent waits,
+the next round's runner process is already forked, with the last round's worlds of ranks started (forked
+from the template, they hold none of the user's modules yet), so that a save costs the test's own time.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.runner.session import Options
+
+__all__ = ["watch", "Round", "Go"]
+
+#: seconds between two looks at the watched files' modification times
+POLL = 0.02
+
+
+@dataclasses.dataclass(frozen=True)
+class Go:
+    """What a waiting round's runner process is told when a save comes: which targets, whose tests first."""
+
+    targets: tuple[str, ...]
+    first: tuple[str, ...]  # last round's failing test ids
+    number: int
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Round:
+    """A round's job, in its runner process: start the worlds the last round used, wait for :class:`Go`, run."""
+
+    options: Options
+    worlds: tuple[Any, ...] = ()  # (world size, Placement) of the last round
+
+    def run_in(self, conn: Any) -> tuple[str, Any]:
+        from harness.parent.run import Run
+        from harness.runner.session import _apply, console_for, header_lines, prepare, run_tests_here
+        from harness.shared.errors import UsageError
+
+        before = set(sys.modules)
+        conf = _apply(self.options)
+        run = Run(conf, self.options.hypothesis_profile)
+        for world_size, placement in self.worlds:
+            try:
+                run.worlds.world(world_size, placement, conf)
+            except Exception:  # noqa: BLE001 - the test starts it again, and reports what fails
+                pass
+        try:
+            go = conn.recv()
+        except (EOFError, OSError):
+            go = None
+        if go is None:
+            run.close()
+            return ("exit", 0)
+        options = dataclasses.replace(self.options, targets=go.targets or self.options.targets)
+        try:
+            plan = prepare(options)
+        except UsageError as exc:
+            run.close()
+            return ("usage", str(exc))
+        first = set(go.first)
+        plan.tests.sort(key=lambda t: t.id() not in first)  # stable: last round's failures first
+        console = console_for(plan, sys.stdout)
+        if go.number > 1:
+            console.write(f"\nwatch: round {go.number}: {go.why}\n")
+        console.write(header_lines(plan))
+        ran = run_tests_here(plan, console, run=run)
+        return ("ran", ran, _dependencies(plan, before, run))
+
+
+def _skipped_roots() -> tuple[str, ...]:
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple(os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                 if k in paths)
+
+
+def _module_files() -> dict[str, str]:
+    """Every imported module's source file that is the project's (not the standard library's, not installed)."""
+    skip = _skipped_roots()
+    files = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not path or not path.endswith(".py"):
+            continue
+        path = os.path.realpath(path)
+        if not path.startswith(skip):
+            files[name] = path
+    return files
+
+
+def _imports(name: str, path: str) -> set[str]:
+    """The modules a module's own ``import`` statements name (and their packages), anywhere in the file."""
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                parts = parts[:len(parts) - node.level + 1] if node.level > 1 else parts
+                base = ".".join(parts + ([node.module] if node.module else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    with_packages = set()
+    for item in found:
+        parts = item.split(".")
+        with_packages.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return with_packages
+
+
+def _dependencies(plan: Any, before: set[str], run: Any) -> dict[str, Any]:
+    """What the parent watches after this round: each test module's file and the project files it imports,
+    the files the template holds, and the worlds this round used (started ahead for the next one)."""
+    from harness.runner.selection import module_of
+
+    files = _module_files()
+    held = sorted({files[n] for n in before if n in files})
+    graph: dict[str, set[str]] = {}
+
+    def closure(root: str) -> set[str]:
+        seen, todo = {root}, [root]
+        while todo:
+            name = todo.pop()
+            if name not in graph:
+                graph[name] = {m for m in _imports(name, files[name]) if m in files}
+            for m in graph[name] - seen:
+                seen.add(m)
+                todo.append(m)
+        return {files[n] for n in seen}
+
+    modules = {}
+    for name in sorted({module_of(t) for t in plan.tests}):
+        if name in files:
+            modules[files[name]] = sorted(closure(name))
+    worlds = []
+    pools = getattr(run.worlds, "_pools", {})
+    for pool in pools.values():
+        worlds.append((pool.world_size, pool.placement))
+    run.close()
+    torch = sys.modules.get("torch")
+    marker = getattr(getattr(torch, "version", None), "__file__", None)
+    return {"modules": modules, "held": held + ([os.path.realpath(marker)] if marker else []),
+            "worlds": tuple(worlds)}
+
+
+# ---- the parent ----
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _test_files(options: Options) -> set[str]:
+    """The test files under the target folders now (a new one is run when it appears)."""
+    import fnmatch
+
+    found = set()
+    for where in options.targets or options.folders:
+        path = Path(where) if os.path.isabs(where) else options.root / where
+        if path.is_file() and where.endswith(".py"):
+            found.add(os.path.realpath(path))
+        elif path.is_dir():
+            for dirpath, dirnames, filenames in os.walk(path):
+                dirnames[:] = [d for d in dirnames if not d.startswith((".", "__pycache__"))]
+                found.update(os.path.realpath(os.path.join(dirpath, f)) for f in filenames
+                             if any(fnmatch.fnmatch(f, p) for p in options.file_patterns))
+    return found
+
+
+def _short(path: str, root: Path) -> str:
+    try:
+        return os.path.relpath(path, root)
+    except ValueError:
+        return path
+
+
+def watch(options: Options) -> int:
+    """Run ``options``' tests, then the tests of every file saved, until Ctrl-C; returns the exit code."""
+    from harness.parent import template
+    from harness.runner import forked
+    from harness.runner.console import Console
+    from harness.runner.session import report
+    from harness.shared.errors import UsageError
+    from harness.shared.status import BAD, ExitCode
+
+    why = forked.why_not_forked(options)
+    if why:
+        raise UsageError(f"--watch runs each round in a process forked from the template, and cannot here: {why}")
+    if options.list_only:
+        raise UsageError("--watch and --list: give one of them")
+    forked.sweep_temp_dirs()
+    forked.own_temp_dir()
+    wanted = forked.guess_wanted(options)
+    template.warm(True)
+    template.tell(wanted)
+    by_path = all(t.endswith(".py") or os.path.isdir(options.root / t) for t in options.targets)
+    failures: tuple[str, ...] = ()
+    deps: dict[str, Any] = {"modules": {}, "held": [], "worlds": ()}
+    code: int = ExitCode.OK
+    go = Go((), (), 1, "")
+    runner = forked.start_runner(Round(options), os.getpid())
+    try:
+        while True:
+            runner.conn.send(go)
+            message, interrupted = forked._await_result(runner)
+            runner.proc.join(30)
+            if message is None:
+                if interrupted:
+                    return ExitCode.INTERRUPTED
+                print(f"watch: the round's runner process ended ({forked._describe(runner.proc.exitcode)}) without "
+                      "reporting; waiting for the next save", file=sys.stderr)
+            elif message[0] == "usage":
+                print(f"watch: {message[1]}", file=sys.stderr)
+            elif message[0] == "ran":
+                ran, deps = message[1], message[2]
+                code = report(dataclasses.replace(options, slowest=0), Console(sys.stdout, ran.selected,
+                                                                                 options.verbose), ran)
+                failures = tuple(e.test_id for e in ran.entries if e.status in BAD)
+                if ran.interrupted:
+                    return ExitCode.INTERRUPTED
+            # the next round's process, forked now, starts last round's worlds while the user edits
+            runner = forked.start_runner(Round(options, deps["worlds"]), os.getpid())
+            files = {f: _mtime(f) for fs in deps["modules"].values() for f in fs}
+            held = {f: _mtime(f) for f in deps["held"]}
+            tests_now = _test_files(options)
+            sys.stdout.write(f"watch: waiting for a save ({len(files | held)} files; Ctrl-C ends)\n")
+            sys.stdout.flush()
+            changed, restart, new = _wait_for_save(files, held, tests_now, options)
+            names = ", ".join(_short(f, options.root) for f in sorted(changed | new)[:3])
+            if restart:
+                runner.conn.send(None)
+                runner.proc.join(30)
+                template.stop()
+                template.warm(True)
+                template.tell(wanted)
+                sys.stdout.write(f"watch: {', '.join(_short(f, options.root) for f in sorted(restart)[:3])} changed, "
+                                 "which the template had imported: the template is started again\n")
+                runner = forked.start_runner(Round(options, deps["worlds"]), os.getpid())
+                targets: tuple[str, ...] = ()
+            elif by_path:
+                affected = {m for m, fs in deps["modules"].items() if changed & set(fs)} | new
+                targets = tuple(sorted(affected)) or ()
+                if not affected:  # imported, but by no test module's own imports that we could follow
+                    targets = ()
+            else:
+                targets = ()
+            go = Go(targets, failures, go.number + 1, f"{names} saved")
+    except KeyboardInterrupt:
+        return code
+    finally:
+        try:
+            runner.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        runner.proc.join(10)
+        if runner.proc.exitcode is None:
+            runner.signal(15)
+            runner.proc.join(10)
+        template.stop()
+
+
+def _wait_for_save(files: dict[str, float], held: dict[str, float], tests: set[str],
+                   options: Options) -> tuple[set[str], set[str], set[str]]:
+    """Wait until a watched file is saved or a new test file appears: (changed files, changed files the
+    template holds, new test files)."""
+    last_scan = time.monotonic()
+    while True:
+        time.sleep(POLL)
+        changed = {f for f, m in files.items() if _mtime(f) != m}
+        restart = {f for f, m in held.items() if _mtime(f) != m}
+        new: set[str] = set()
+        if time.monotonic() - last_scan > 1.0:
+            last_scan = time.monotonic()
+            new = _test_files(options) - tests
+        if changed or restart or new:
+            time.sleep(POLL)  # an editor that writes in steps: take them as one save
+            changed |= {f for f, m in files.items() if _mtime(f) != m}
+            return changed - set(held), restart, new
