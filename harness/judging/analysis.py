@@ -2,7 +2,8 @@
 
 Pure functions over dumps (rank -> dump, as ``harness.ranks.recorder`` makes them): :func:`analyse` (per
 group, each rank's last collective and the first point where the ranks differ), :func:`stuck` (ranks waiting
-for a collective or a process group that a rank which left the test can never join), :func:`culprit` and
+for a collective or a process group that a rank which left the test can never join), :func:`never_meet`
+(every rank still in the test blocked in a collective that can never complete: a desync), :func:`culprit` and
 :func:`section` (the text a report shows before the stacks), :func:`picture` (the ranks x collectives the
 HTML report draws).
 
@@ -14,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping
 
-__all__ = ["Call", "GroupView", "Cell", "Lane", "Picture", "picture", "analyse", "stuck", "culprit", "section",
-           "describe_call", "group_label"]
+__all__ = ["Call", "GroupView", "Cell", "Lane", "Picture", "picture", "analyse", "stuck", "never_meet", "culprit",
+           "section", "describe_call", "group_label"]
 
 
 #: c10d's names of scalar types (as the recorder writes them) -> torch's
@@ -201,6 +202,143 @@ def stuck(dumps: Mapping[int, Mapping[str, Any] | None], returned: Mapping[int, 
             if r in found:
                 break
     return found
+
+
+def _blocked_in(dump: Mapping[str, Any], rank: int) -> Call | str | None:
+    """What a rank's main thread is blocked in, by its dump: its latest collective (a Call) when that is
+    unfinished and the main thread waits inside torch's code, "creating" inside a process group's creation,
+    else None (it computes, sleeps, waits on something else, or its latest collective ended)."""
+    if dump.get("creating"):
+        return "creating"
+    if not dump.get("waits"):
+        return None
+    entries = dump.get("calls") or []
+    if not entries:
+        return None
+    e = max(entries, key=lambda e: (int(e.get("t", 0)), int(e.get("seq", 0))))
+    if e.get("done"):
+        return None
+    return Call(rank, str(e["group"]), int(e["seq"]), str(e.get("op", "?")), False, e)
+
+
+def _still(before: Mapping[str, Any] | None, now: Mapping[str, Any], rank: int) -> bool:
+    """The rank did not move between two dumps: the same wait, and its main thread used no CPU in between."""
+    if before is None:
+        return False
+    a, b = _blocked_in(before, rank), _blocked_in(now, rank)
+    same = (a == b) if isinstance(a, str) or isinstance(b, str) else (
+        a is not None and b is not None and (a.group, a.seq) == (b.group, b.seq))
+    cpu = before.get("cpu_ns", -1), now.get("cpu_ns", -1)
+    return same and cpu[0] == cpu[1] and cpu[0] != -1
+
+
+def never_meet(dumps: Mapping[int, Mapping[str, Any] | None], pending: Iterable[int], world_size: int,
+               before: Mapping[int, Mapping[str, Any] | None] | None = None) -> tuple[int, str] | None:
+    """A desync no wait can end: (the root cause rank, why, in words), else None.
+
+    ``dumps``: rank -> its dump, for every live rank of the test; ``pending``: the ranks whose test goes on (the
+    others' test ended: they will call nothing more). ``before``: the same ranks' dumps a moment earlier.
+    It is a desync when every rank in ``pending`` is blocked (torch's code holds its main thread, inside its
+    latest collective, unfinished, or inside a process group's creation), did not move since ``before`` (the
+    same wait, no CPU used), and none of those waits can complete: each collective has a member of its group
+    whose call at that ``#N`` is a different collective by torch's rule (:func:`_matches`: op, sizes, dtypes), or
+    who never called that ``#N`` (it is blocked elsewhere, or its test ended); a group's creation waits for
+    every rank of the world. Ranks merely slow (computing, sleeping, not yet in their collective) and ranks
+    in matching collectives, finished or not, are never a desync.
+    """
+    pending = sorted(set(pending))
+    if not pending:
+        return None
+    blocked: dict[int, Call | str] = {}
+    for r in pending:
+        dump = dumps.get(r)
+        if not dump or not _still((before or {}).get(r), dump, r):
+            return None
+        what = _blocked_in(dump, r)
+        if what is None:
+            return None
+        blocked[r] = what
+    views = {v.name: v for v in analyse(dumps, world_size)}
+    why: dict[int, str] = {}
+    for r, what in blocked.items():
+        reason = _cannot_complete(r, what, blocked, views, dumps, pending, world_size)
+        if not reason:
+            return None  # that rank can go on: nothing is proven yet
+        why[r] = reason
+    root = _odd_one_out(blocked, views)
+    return root, why[root]
+
+
+def _cannot_complete(r: int, what: Call | str, blocked: Mapping[int, Call | str], views: Mapping[str, GroupView],
+                     dumps: Mapping[int, Mapping[str, Any] | None], pending: list[int], world_size: int) -> str:
+    """Why rank ``r``'s wait can never end, given that every rank in ``pending`` stays blocked ("" if it can)."""
+    def doing(q: int) -> str:
+        theirs = blocked.get(q)
+        if theirs is None:
+            return "its test ended"
+        if isinstance(theirs, str):
+            return "it is creating a process group"
+        return f"it waits in {theirs.text} on {views[theirs.group].label}"
+
+    if isinstance(what, str):  # creating a group: every rank of the world must come
+        others = [q for q in range(world_size) if q != r and blocked.get(q) != "creating"]
+        if not others or any(dumps.get(q) is None for q in others):
+            return ""
+        q = others[0]
+        return f"rank {r} is creating a process group, which every rank of the world joins; rank {q} never comes: " \
+               f"{doing(q)}"
+    view = views.get(what.group)
+    if view is None:
+        return ""
+    for q in view.members:
+        if q == r:
+            continue
+        if q not in view.calls:
+            return ""  # no dump of that member (it died, or has no recorder): not proven
+        at = {c.seq: c for c in view.calls[q]}
+        theirs = at.get(what.seq)
+        if theirs is not None:
+            if _matches(what, theirs, len(view.members)):
+                return _different(view, what.seq)
+            continue  # the same collective: it can complete on that member's side
+        last = view.last(q)
+        if last is not None and last.seq > what.seq:
+            return ""  # past it without a record of it (the recorder's ring lost it): not proven
+        return f"rank {r} waits in {what.text} on {view.label}, which rank {q} never called ({doing(q)})"
+    return ""
+
+
+def _different(view: GroupView, seq: int) -> str:
+    """``#1 on the default group, different ops: broadcast(float32[4]) on rank 2; all_reduce(...) on ranks 0, 1, 3``."""
+    present = {r: c for r, cs in view.calls.items() for c in cs if c.seq == seq}
+    first = present[min(present)]
+    kind = next((k for k in (_matches(first, c, len(view.members)) for c in present.values()) if k), "op")
+    alike: dict[str, list[int]] = {}
+    for r, c in sorted(present.items()):
+        alike.setdefault(describe_call(c.entry), []).append(r)
+    word = {"op": "ops", "size": "sizes", "dtype": "dtypes"}[kind]
+    shown = sorted(alike.items(), key=lambda item: (len(item[1]), item[1][0]))  # the odd one out first
+    return f"#{seq} on {view.label}, different {word}: " + "; ".join(f"{text} on {_ranks_text(ranks)}"
+                                                                     for text, ranks in shown)
+
+
+def _odd_one_out(blocked: Mapping[int, Call | str], views: Mapping[str, GroupView]) -> int:
+    """The rank whose wait differs from most ranks' (the root cause of a desync): the ranks are sorted into
+    alike waits (the same group, #N and call; a returned rank counts with the call it made at that #N), and
+    the lowest rank outside the largest set (ties: the set that holds the lowest rank) is named."""
+    def key(what: Call | str) -> tuple:
+        return ("creating",) if isinstance(what, str) else (what.group, what.seq, describe_call(what.entry))
+
+    sets: dict[tuple, set[int]] = {}
+    for r, what in blocked.items():
+        sets.setdefault(key(what), set()).add(r)
+        if isinstance(what, Call) and what.group in views:
+            for q, cs in views[what.group].calls.items():
+                if q not in blocked:
+                    sets[key(what)] |= {q for c in cs if c.seq == what.seq and key(c) == key(what)}
+    largest = max(sets.values(), key=lambda ranks: (len(ranks), -min(ranks)))
+    outside = sorted(set(blocked) - largest)
+    return outside[0] if outside else min(blocked)
 
 
 def culprit(dumps: Mapping[int, Mapping[str, Any] | None], ok: Iterable[int], world_size: int

@@ -61,7 +61,8 @@ def failure(test_id: str, world_size: int, placement: str, root: RankResult, res
         lines += [f"  rank {r.rank}: {r.one_line()}" + (" (after the root cause above)" if r.peer_effect else "")
                   for r in others]
         for r in ordered[1:]:
-            if r.status in (TIMEOUT,) and r.stack.strip():
+            # a hang's ranks, or a desync's (the root cause itself was stopped): where each one waited
+            if (r.status == TIMEOUT or r.status == KILLED == root.status) and r.stack.strip():
                 lines += ["", f"rank {r.rank} stack:", r.stack.rstrip()]
     return lines
 

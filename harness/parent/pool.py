@@ -22,7 +22,7 @@ import time
 import weakref
 from typing import Any, Iterator
 
-from harness.judging.analysis import stuck
+from harness.judging.analysis import never_meet, stuck
 from harness.parent import relay
 from harness.parent.recorders import request_dumps
 from harness.parent import template
@@ -46,6 +46,11 @@ _LIVE: "weakref.WeakSet[RankPool]" = weakref.WeakSet()
 #: seconds after a rank's test ended while its peers' go on before the parent looks at the peers' collectives
 #: (ranks of a passing test end within this of each other, and cost nothing), then again every RECHECK
 SETTLE, RECHECK = 0.25, 1.0
+
+#: seconds between two looks at whether every rank of a test is blocked (its main thread used no CPU since the
+#: last look: read from /proc, nothing asked of the ranks); only then are their flight recorders read, and a
+#: desync is declared when a second look finds the same blocked collectives (harness.judging.analysis.never_meet)
+LOOK = 0.25
 
 
 class PoolStartError(HarnessError):
@@ -276,6 +281,9 @@ class RankPool(World):
                 if now >= test.limit():
                     break
                 self._look_for_stuck_peers(test, now)
+                self._look_for_desync(test, now)
+                if test.desync is not None:
+                    break
                 continue
             for r in ready:
                 message = self._receive(r, offsets[r]) if r in test.pending else None
@@ -296,6 +304,8 @@ class RankPool(World):
         deadline ends (or the next look at stuck peers); [] when that time passed first."""
         limit = test.limit()
         wake = limit if test.check_at is None or test.grace.running else min(limit, test.check_at)
+        if not test.grace.running and not test.unlimited:
+            wake = min(wake, test.look_at)
         waitables = {}
         for r in test.pending:
             waitables[self.conns[r]] = r
@@ -313,6 +323,38 @@ class RankPool(World):
         if found:
             r = min(found)
             test.grace.start(Trouble(time.monotonic(), r, found[r]))
+
+    def _look_for_desync(self, test: _InFlight, now: float) -> None:
+        """Every rank of the test blocked, and their flight recorders show collectives that can never meet:
+        ``test.desync`` says so, and the test ends now rather than at its timeout.
+
+        Each look reads only each rank's main-thread CPU time (/proc); the ranks' dumps are asked for when no
+        rank's main thread ran since the last look (and something ran since the dumps last said no), and a
+        desync is only declared when the dumps of two looks show the same waits with no CPU used in between.
+        """
+        if now < test.look_at:
+            return
+        test.look_at = now + LOOK
+        if test.grace.running or test.unlimited or relay.in_session():
+            test.cpu, test.before = {}, None  # a rank's trouble: the grace decides
+            return
+        cpu = {r: _main_thread_cpu(self.procs[r].pid) for r in sorted(test.pending)}
+        idle = all(cpu[r] is not None and cpu[r] == test.cpu.get(r) for r in cpu)
+        test.cpu = cpu
+        if not idle:
+            test.before = None
+            return
+        if test.before is None and cpu == test.asked:
+            return  # nothing ran since the dumps said no: they would say it again
+        test.asked = cpu
+        # the ranks whose test ended too: they call nothing more, and what they called counts
+        alive = [r for r in range(self.world_size) if r in test.pending or self.procs[r].is_alive()]
+        dumps = request_dumps(self.dir, alive, timeout=1.0)
+        if test.before is not None:
+            test.desync = never_meet(dumps, test.pending, self.world_size, before=test.before)
+        # look again next time only if these dumps alone already show a desync (the next must confirm it)
+        test.before = dumps if test.desync is None and never_meet(dumps, test.pending, self.world_size,
+                                                                  before=dumps) else None
 
     def _take(self, test: _InFlight, r: int, message: Any, now: float) -> None:
         """Rank ``r`` said ``message`` (protocol.FromRank), or died (a RankResult), at ``now``."""
@@ -380,8 +422,14 @@ class RankPool(World):
         stacks = self.dump_stacks(sorted(test.pending))
         elapsed = time.monotonic() - test.started
         trouble = test.grace.trouble
-        for r in sorted(test.pending):
-            if trouble is not None and time.monotonic() < test.deadline + test.paused():
+        root = test.desync[0] if test.desync is not None else None
+        for r in sorted(test.pending, key=lambda r: (r != root, r)):  # a desync's root cause arrives first
+            if test.desync is not None:
+                message = (f"can never meet the other ranks: {test.desync[1]}; every rank was blocked in a "
+                           "collective, so the test was stopped at once, not at its timeout" if r == root else
+                           f"stopped at once with rank {root}, whose collective can never meet the others'")
+                status = KILLED
+            elif trouble is not None and time.monotonic() < test.deadline + test.paused():
                 if r in test.meeting:
                     message = test.grace.stopped_at_meeting()
                 else:
@@ -480,10 +528,16 @@ class _InFlight:
     check_at: float | None = None  # when to look whether a returned rank left its peers waiting forever
     paused_before: float = 0.0  # harness.parent.relay.paused_seconds() when the test started
     unlimited: bool = False  # HARNESS_DEBUGPY: an IDE's debugger may hold any rank at any time; nothing is stopped
+    look_at: float = 0.0  # when to look next whether every rank is blocked (_look_for_desync)
+    cpu: dict[int, int | None] = dataclasses.field(default_factory=dict)  # each rank's main-thread CPU at the last look
+    asked: dict[int, int | None] | None = None  # ... when the ranks' dumps were last asked for
+    before: dict[int, Any] | None = None  # dumps that showed a desync, to be confirmed by the next look
+    desync: tuple[int, str] | None = None  # (the root cause rank, why): every rank blocked for good
 
     def __post_init__(self) -> None:
         self.pending = set(range(self.world_size))
         self.reported = {r: [] for r in range(self.world_size)}
+        self.look_at = self.started + LOOK
         self.paused_before = relay.paused_seconds()
 
     def limit(self) -> float:
@@ -537,6 +591,24 @@ def _kill(proc: Any) -> None:
             os.kill(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _main_thread_cpu(pid: int | None) -> int | None:
+    """The CPU time of process ``pid``'s main thread (ns from /proc's schedstat, else ticks from its stat): it
+    does not change while that thread is blocked. None where /proc cannot tell."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _size(path: str) -> int:

@@ -120,6 +120,41 @@ def _in_group_creation() -> bool:
     return False
 
 
+#: functions of torch.distributed.distributed_c10d that wait for one peer, not for a collective (the recorder
+#: leaves them out on gloo): a main thread waiting in one of them is not waiting in a collective
+_POINT_TO_POINT = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv", "send_object_list",
+                             "recv_object_list"})
+
+
+def _torch_dir() -> str:
+    torch = sys.modules.get("torch")
+    return os.path.dirname(getattr(torch, "__file__", "") or "") + os.sep if torch is not None else ""
+
+
+def _main_waits() -> str:
+    """Where the main thread is, when torch's own Python code is running it (the innermost frame is in torch's
+    package: a collective's wait, a c10d call, ...): that function's name; "" when the innermost frame is
+    the test's own code (it computes, sleeps or waits on something else) or a point-to-point call."""
+    frame = sys._current_frames().get(threading.main_thread().ident or -1)
+    root = _torch_dir()
+    if frame is None or not root or not frame.f_code.co_filename.startswith(root):
+        return ""
+    innermost = frame.f_code.co_name
+    while frame is not None and frame.f_code.co_filename.startswith(root):
+        if frame.f_code.co_name in _POINT_TO_POINT and frame.f_code.co_filename.endswith("distributed_c10d.py"):
+            return ""
+        frame = frame.f_back
+    return innermost
+
+
+def _main_cpu_ns() -> int:
+    """The main thread's CPU time (ns): unchanged between two dumps while it is blocked; -1 where unknown."""
+    try:
+        return time.clock_gettime_ns(time.pthread_getcpuclockid(threading.main_thread().ident or 0))
+    except (AttributeError, OSError, OverflowError):
+        return -1
+
+
 def own_dump(rank: int) -> dict[str, Any] | None:
     """This rank's collectives since the test started, as a dump (None: torch.distributed was never used).
 
@@ -158,7 +193,9 @@ def own_dump(rank: int) -> dict[str, Any] | None:
                           # across its groups for the HTML report's picture
                           "ms": e.get("duration_ms"), "t": int(e.get("time_created_ns", 0))})
     note_groups()
-    return {"rank": rank, "calls": calls, "groups": dict(_mark.groups), "creating": _in_group_creation()}
+    # waits and cpu_ns: whether the main thread is blocked in torch's code now (harness.judging.analysis.never_meet)
+    return {"rank": rank, "calls": calls, "groups": dict(_mark.groups), "creating": _in_group_creation(),
+            "waits": _main_waits(), "cpu_ns": _main_cpu_ns()}
 
 
 def serve_dumps(directory: str, rank: int) -> None:

@@ -160,6 +160,102 @@ class TestStuck(unittest.TestCase):
                              "world joins"})
 
 
+FOUR = {"0": {"ranks": [0, 1, 2, 3], "desc": "default_pg", "default": True},
+        "1": {"ranks": [0, 1], "desc": "undefined", "default": False}}
+
+
+def blocked(rank: int, *calls: dict[str, Any], waits: str = "all_reduce", cpu: int = 7, creating: bool = False,
+            groups: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A dump whose main thread is inside torch's code (``waits``) and used ``cpu`` ns so far; calls in order."""
+    d = dump(rank, *[{**c, "t": i} for i, c in enumerate(calls)], groups=FOUR if groups is None else groups,
+             creating=creating)
+    return {**d, "waits": waits, "cpu_ns": cpu}
+
+
+class TestNeverMeet(unittest.TestCase):
+    """never_meet: every rank still in the test blocked for good in collectives that can never complete."""
+
+    def decide(self, dumps, pending=None, world_size=4, before=None):
+        pending = sorted(dumps) if pending is None else pending
+        return collectives.never_meet(dumps, pending, world_size, before=dumps if before is None else before)
+
+    def test_different_ops(self):
+        dumps = {r: blocked(r, call(1, "all_reduce"), call(2, "broadcast" if r == 2 else "all_reduce", done=False))
+                 for r in range(4)}
+        self.assertEqual(self.decide(dumps), (2, "#2 on the default group, different ops: broadcast(float32[4]) on "
+                                                 "rank 2; all_reduce(float32[4]) on ranks 0, 1, 3"))
+
+    def test_different_sizes_with_ranks_that_got_out(self):
+        # gloo lets ranks 0 and 3 out of the mismatched all_reduce; 1 and 2 wait for good
+        dumps = {r: blocked(r, call(1, "all_reduce", [5 if r == 1 else 4], done=r in (0, 3)),
+                            waits="" if r in (0, 3) else "all_reduce") for r in range(4)}
+        root, why = self.decide(dumps, pending=[1, 2])
+        self.assertEqual(root, 1)
+        self.assertEqual(why, "#1 on the default group, different sizes: all_reduce(float32[5]) on rank 1; "
+                              "all_reduce(float32[4]) on ranks 0, 2, 3")
+
+    def test_different_dtypes(self):
+        dumps = {r: blocked(r, call(1, "all_reduce", dtype="Double" if r == 3 else "Float", done=False))
+                 for r in range(4)}
+        self.assertEqual(self.decide(dumps)[0], 3)
+        self.assertIn("different dtypes: all_reduce(float64[4]) on rank 3", self.decide(dumps)[1])
+
+    def test_a_group_one_member_never_joined(self):
+        dumps = {0: blocked(0, call(1, "all_reduce", group="1", desc="undefined", done=False))}
+        dumps.update({r: blocked(r, call(1, "all_reduce", done=False)) for r in (1, 2, 3)})
+        self.assertEqual(self.decide(dumps), (0, 'rank 0 waits in #1 all_reduce(float32[4]) on group [0, 1] (name '
+                                                 '"1"), which rank 1 never called (it waits in #1 '
+                                                 'all_reduce(float32[4]) on the default group)'))
+
+    def test_creating_a_group_while_the_others_wait_in_a_collective(self):
+        dumps = {0: blocked(0, waits="new_group", creating=True)}
+        dumps.update({r: blocked(r, call(1, "all_reduce", done=False)) for r in (1, 2, 3)})
+        self.assertEqual(self.decide(dumps)[0], 0)
+        self.assertEqual(self.decide(dumps)[1], "rank 0 is creating a process group, which every rank of the world "
+                                                "joins; rank 1 never comes: it waits in #1 all_reduce(float32[4]) on "
+                                                "the default group")
+
+    def test_matching_collectives_are_never_a_desync(self):
+        # a long all_reduce: every rank waits in it; or some ranks already out of it, their records ahead
+        waiting = {r: blocked(r, call(1, "all_reduce", done=False)) for r in range(4)}
+        self.assertIsNone(self.decide(waiting))
+        ahead = {r: blocked(r, call(1, "all_reduce", done=r < 2), *([call(2, "all_reduce", done=False)] if r < 2
+                                                                    else [])) for r in range(4)}
+        self.assertIsNone(self.decide(ahead))
+
+    def test_a_rank_not_yet_in_its_collective(self):
+        # rank 3 computes (or sleeps) in the test's code: its latest collective ended, or its main thread is its own
+        dumps = {r: blocked(r, call(1, "all_reduce"), call(2, "all_reduce", done=False)) for r in range(3)}
+        dumps[3] = blocked(3, call(1, "all_reduce"), waits="")
+        self.assertIsNone(self.decide(dumps))
+        dumps[3] = blocked(3, call(1, "all_reduce"))
+        self.assertIsNone(self.decide(dumps))
+
+    def test_an_async_collective_then_the_tests_own_code(self):
+        # rank 0 issued an async all_reduce on the pair and sleeps: not blocked, although its collective is open
+        dumps = {0: blocked(0, call(1, "all_reduce", group="1", desc="undefined", done=False), waits="")}
+        dumps.update({r: blocked(r, call(1, "all_reduce", [2], done=False)) for r in (1, 2, 3)})
+        self.assertIsNone(self.decide(dumps))
+
+    def test_a_rank_that_moved_between_two_looks(self):
+        dumps = {r: blocked(r, call(1, "broadcast" if r == 2 else "all_reduce", done=False)) for r in range(4)}
+        self.assertIsNotNone(self.decide(dumps))
+        self.assertIsNone(collectives.never_meet(dumps, range(4), 4, before=None), "one look proves nothing")
+        moved = {**dumps, 1: blocked(1, call(1, "all_reduce", done=False), cpu=8)}
+        self.assertIsNone(self.decide(dumps, before=moved), "its main thread ran in between")
+        unknown = {r: {**d, "cpu_ns": -1} for r, d in dumps.items()}
+        self.assertIsNone(self.decide(unknown), "no CPU time: never proven")
+
+    def test_a_member_without_a_dump_is_not_proof(self):
+        # ranks 0-2 wait in the same all_reduce; rank 3's record is missing: whether it comes is not known
+        dumps = {r: blocked(r, call(1, "all_reduce", done=False)) for r in range(3)}
+        self.assertIsNone(self.decide(dumps, pending=[0, 1, 2]))
+
+    def test_no_recorder_no_decision(self):
+        dumps = {r: blocked(r) for r in range(4)}
+        self.assertIsNone(self.decide(dumps))
+
+
 class TestReport(unittest.TestCase):
     """merge() puts the section before the stacks, and blames a rank that left a peer waiting for it."""
 
