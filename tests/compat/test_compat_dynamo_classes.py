@@ -1,10 +1,10 @@
 """Upstream's DistributedTestBase and dynamo classes as a user runs them: tests/compat/cx_dynamo_classes.py under
-run_tests(), the runner, pytest and plain unittest. create_pg makes the test's group on the reused ranks, a
+the runner, pytest and plain unittest (run_tests() ends as the runner does; each run costs the suite a fixture run). create_pg makes the test's group on the reused ranks, a
 parametrized test of an abstract nested class runs on its concrete subclass, and a test that needs NCCL is a skip
 counted among the tests that need CUDA."""
 import unittest
 
-from tests._support import PYTEST, RUN_TESTS, THE_RUNNER, UNITTEST, under_each_front_end
+from tests._support import PYTEST, THE_RUNNER, UNITTEST, under_each_front_end
 
 MOD = "tests.compat.cx_dynamo_classes"
 
@@ -30,7 +30,7 @@ class _Checks:
 
 
 class _RankLines:
-    """run_tests() and plain unittest show a passing test's output."""
+    """Plain unittest shows a passing test's output."""
 
     def test_create_pg_makes_a_group_on_every_rank(self):
         rows = self.r.rank_lines("CREATEPG")
@@ -58,8 +58,7 @@ class _CountedAsNeedingCuda:
                                         r"\S*cx_dynamo_classes\.TestCSingle\.test_nccl", self.r.describe())
 
 
-globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (_RankLines, _CountedAsNeedingCuda),
-                                                     THE_RUNNER: _CountedAsNeedingCuda,
+globals().update(under_each_front_end(MOD, _Checks, {THE_RUNNER: _CountedAsNeedingCuda,
                                                      PYTEST: _CountedAsNeedingCuda,
                                                      UNITTEST: _RankLines},
                                       args={PYTEST: ["-rs"]}))
