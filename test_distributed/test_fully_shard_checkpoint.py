@@ -51,6 +51,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
 from harness import FSDPTest, run_tests, with_temp_dir
+from harness.strategies import meshes, world_sizes
 try:
     from test_distributed.models import CompositeParamModel, TransformerWithSharedParams, UnitModule, zero_model
 except ModuleNotFoundError:  # run as a script (python test_distributed/test_x.py): its folder is sys.path[0]
@@ -74,8 +75,8 @@ class TestModelCheckpointing(FSDPTest):
     def _hsdp_mesh(self) -> Any:
         return init_device_mesh(self.device_type, (self.world_size, 1), mesh_dim_names=("replicate", "shard"))
 
-    def _shard_root(self, model: nn.Module) -> nn.Module:
-        mesh = self._mesh()
+    def _shard_root(self, model: nn.Module, mesh: Any = None) -> nn.Module:
+        mesh = mesh if mesh is not None else self._mesh()
         for module in model.modules():
             if isinstance(module, UnitModule):
                 fully_shard(module, mesh=mesh)
@@ -145,7 +146,7 @@ class TestModelCheckpointing(FSDPTest):
             expected = self._expected_local(full, value)
             self.assertEqual(local.shape, expected.shape, key)
             self.assertEqual(local, expected, msg=key)
-            if mesh_shape == (self.world_size,) and full.size(0) > 1:
+            if mesh_shape == (self.world_size,) and self.world_size > 1 and full.size(0) > 1:
                 self.assertLess(local.size(0), full.size(0), f"{key} is not sharded")
 
     def _full(self, sd: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -345,6 +346,44 @@ u2.seq.1.weight [9, 9] [0, 0]+[5, 9] [5, 0]+[4, 9]""")
 
         self.run_subtests({"load_wrapping": ["root", "submodules", "mixed", "unsharded"]},
                           self._test_dcp_load, seed=seed, path=path, local_model=local_model, local_sd=local_sd)
+
+    @with_temp_dir
+    @given(mesh=meshes(world_sizes(1, 4), max_dims=2), seed=SEEDS)
+    def test_dcp_round_trip_on_drawn_mesh(self, mesh: Any, seed: int) -> None:
+        """``fully_shard`` on the drawn mesh, in a world of the drawn size (1 to 4 ranks; 1-D: FSDP, 2-D:
+        HSDP, replicate x shard): the sharded state dict holds this rank's rows (9 rows over 2 or 4 shards
+        leave the last shard shorter or empty), the DCP checkpoint has one chunk per shard, and it
+        loads into a zeroed model wrapped alike, giving back the local model's state dict and outputs."""
+        torch.manual_seed(seed)
+        local_model = CompositeParamModel(device=self.device)
+        local_sd = local_model.state_dict()
+        save_model = self._shard_root(copy.deepcopy(local_model), mesh)
+        sd = save_model.state_dict()
+        self._check_sharded(sd, local_sd, {k: None if k == "buffer" else tuple(mesh.shape) for k in local_sd})
+        path = os.path.join(self.temp_dir, "checkpoint")
+        dcp.save(sd, checkpoint_id=path)
+
+        shards = mesh.size(mesh.ndim - 1)  # HSDP's replicas hold the same chunks: one is saved
+        for key, entry in dcp.FileSystemReader(path).read_metadata().state_dict_metadata.items():
+            size = list(entry.size)
+            pieces = shards if key != "buffer" else 1  # the buffer stays a plain tensor: one chunk
+            step = -(-size[0] // pieces)
+            starts = [min(i * step, size[0]) for i in range(pieces)]  # an empty last shard: a chunk of 0 rows
+            want = sorted(([start] + [0] * (len(size) - 1), [min(step, size[0] - start)] + size[1:])
+                          for start in starts)
+            got = sorted((list(c.offsets), list(c.sizes)) for c in entry.chunks)
+            self.assertEqual(got, want, f"{key}: the checkpoint's chunks over {shards} shard(s)")
+
+        torch.manual_seed(seed + 1)
+        model = CompositeParamModel(device=self.device)
+        zero_model(model, zero_buffers=True)
+        model = self._shard_root(model, mesh)
+        self._assert_zeroed(model)
+        loaded = model.state_dict()
+        dcp.load(loaded, checkpoint_id=path)
+        model.load_state_dict(loaded)
+        self._check_state_dict_parity(local_sd, model.state_dict())
+        self._assert_same_output(model, local_model, torch.randn(3, local_model.l.in_features, device=self.device))
 
     def _test_dcp_load(self, seed: int, path: str, local_model: nn.Module, local_sd: dict[str, torch.Tensor],
                        load_wrapping: str) -> None:

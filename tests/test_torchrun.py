@@ -192,6 +192,19 @@ class TestStandalone(TorchrunCase):
         self.assertNothingLeft()
 
 
+    def test_no_teardown_before_every_rank_ended_the_body(self):
+        # tests/compat/cx_teardown_order.py: a FileStore on self.file_name removed in tearDown, and probes that look
+        # for a peer's tearDown or cleanup marker, each rank a torchrun process
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/compat/cx_teardown_order.py",
+                            "-v", "TestFileStoreRemovedInTearDown", "TestTearDownWaits", "TestCleanupWaits",
+                            "TestContinuousTearDownWaits"], _env(self.tmpdir, CX_TEARDOWN_RUNS="5"))
+        text = out.stdout + out.stderr
+        self.assertEqual(out.returncode, 0, text)
+        self.assertRegex(text, r"Ran 14 tests .*\n\nOK")
+        self.assertNotIn("CX-EARLY-TEARDOWN", text)
+        self.assertNothingLeft()
+
+
 class TestCrashUnderTorchrun(TorchrunCase):
     def test_crash_ends_the_job_and_names_the_test(self):
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT,

@@ -30,7 +30,9 @@ import unittest
 from typing import Any, Callable, Iterable, Iterator
 
 from harness.classes.case import DTensorTestBase, MultiProcessTestCase, _pin_world_size
+from harness.parent import drawn
 from harness.shared.errors import UsageError
+from harness.judging.fallback import TRIED_ON_CPU
 from harness.parent.run import Run, run_for
 
 __all__ = ["LOCAL", "LocalDTensorTestBase", "create_local_tensor_test_class", "local_reason"]
@@ -208,6 +210,9 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
             raise
         except Exception as exc:
             reason = _needs_cuda_reason(exc, module_file) if fallback else ""
+            if not reason and fallback and (gpus_asked or world_note):
+                # it asks for GPUs: what failed on CPU says nothing of it on GPUs (HARNESS_DEVICE=cpu: a failure)
+                reason = _tried_on_cpu_reason(exc, module_file, max(gpus_asked, world_size), gpus_asked)
             if reason:
                 hard_coded.add(reason)
                 raise unittest.SkipTest(reason) from exc
@@ -225,7 +230,7 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
 
     def add_skip(case: Any, reason: str) -> None:
         if _gpu_skip(reason):  # the front ends leave the harness's classes to it: count it here
-            notes.needs_cuda_for(test_id, reason, fallback=reason in hard_coded)
+            notes.needs_cuda_for(test_id, reason, fallback=reason in hard_coded and TRIED_ON_CPU not in reason)
         if original_add_skip is not None:
             original_add_skip(case, reason)
 
@@ -236,7 +241,8 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
     cls_before = test.__class__
     snapshot = None
     with _test_files(marks["temp_dir"]) as (temp_dir, file_name), _instead(test, name, body), \
-            _instead(result, "addSkip", add_skip), _recorded(result, notes, started, make_record):
+            _instead(result, "addSkip", add_skip), _recorded(result, notes, started, make_record), \
+            drawn.refused(fn, test_id, "local-tensor classes (every rank simulated in this process)"):
         test.temp_dir, test.file_name = temp_dir, file_name
         test._harness_device_type = device_type
         test._harness_local_guard = guard
@@ -335,6 +341,15 @@ def _needs_cuda_reason(exc: BaseException, module_file: str | None) -> str:
     where = test_line("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), module_file)
     first = message.strip().splitlines()[0] if message.strip() else ""
     return f"needs CUDA: {type(exc).__name__}: {first}" + (f" ({where})" if where else "")
+
+
+def _tried_on_cpu_reason(exc: BaseException, module_file: str | None, wanted: int, gpus_asked: int) -> str:
+    from harness.judging.fallback import test_line, tried_on_cpu
+
+    message = str(exc)
+    where = test_line("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), module_file)
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return tried_on_cpu(wanted, gpus_asked, f"{type(exc).__name__}: {first}"[:300], where)
 
 
 @contextlib.contextmanager

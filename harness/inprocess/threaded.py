@@ -279,6 +279,7 @@ def _short_id(test: Any) -> str:
 def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
     """Run ``test`` in this process, its ranks as threads; record where it ran (the run's notes)."""
     from harness.inprocess import local
+    from harness.parent import drawn
     from harness.classes.case import MultiProcessTestCase, _count_decorator_skip
     from harness.testing.decorators import gpus_needed, markers
     from harness.judging.notes import TestRecord
@@ -314,7 +315,8 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
     snapshot = None
     cls_before = test.__class__
     with local._test_files(markers(fn)["temp_dir"]) as (temp_dir, file_name), local._instead(test, name, body), \
-            local._recorded(result, notes, started, make_record):
+            local._recorded(result, notes, started, make_record), \
+            drawn.refused(fn, test_id, "threaded classes (every rank a thread, started in setUp)"):
         test.temp_dir, test.file_name = temp_dir, file_name
         test._harness_device_type = device_type
         test._harness_gpus_asked = gpus_asked

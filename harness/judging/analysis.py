@@ -242,8 +242,9 @@ def never_meet(dumps: Mapping[int, Mapping[str, Any] | None], pending: Iterable[
     latest collective, unfinished, or inside a process group's creation), did not move since ``before`` (the
     same wait, no CPU used), and none of those waits can complete: each collective has a member of its group
     whose call at that ``#N`` is a different collective by torch's rule (:func:`_matches`: op, sizes, dtypes), or
-    who never called that ``#N`` (it is blocked elsewhere, or its test ended); a group's creation waits for
-    every rank of the world. Ranks merely slow (computing, sleeping, not yet in their collective) and ranks
+    who never called that ``#N`` (it is blocked elsewhere, or its test ended); a group's creation waits for its
+    members, so it can end only while another rank creates a group too (a rank creating one alone, its peers
+    blocked elsewhere, waits for ever). Ranks merely slow (computing, sleeping, not yet in their collective) and ranks
     in matching collectives, finished or not, are never a desync.
     """
     pending = sorted(set(pending))
@@ -280,12 +281,14 @@ def _cannot_complete(r: int, what: Call | str, blocked: Mapping[int, Call | str]
             return "it is creating a process group"
         return f"it waits in {theirs.text} on {views[theirs.group].label}"
 
-    if isinstance(what, str):  # creating a group: every rank of the world must come
-        others = [q for q in range(world_size) if q != r and blocked.get(q) != "creating"]
+    if isinstance(what, str):  # creating a group: its members must come (which ranks they are, no dump says)
+        if any(q != r and blocked.get(q) == "creating" for q in range(world_size)):
+            return ""  # another rank creates one too, maybe the same group: they can finish it together
+        others = [q for q in range(world_size) if q != r]
         if not others or any(dumps.get(q) is None for q in others):
             return ""
         q = others[0]
-        return f"rank {r} is creating a process group, which every rank of the world joins; rank {q} never comes: " \
+        return f"rank {r} is creating a process group alone, which no other rank comes to join; rank {q}: " \
                f"{doing(q)}"
     view = views.get(what.group)
     if view is None:

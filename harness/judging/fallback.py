@@ -7,7 +7,7 @@ import re
 from typing import Any, Iterator
 
 __all__ = ["DEFAULT_GPUS", "pretend_device_count", "needs_cuda", "needs_nccl", "gpu_skip", "test_line",
-           "upstream_skip"]
+           "upstream_skip", "TRIED_ON_CPU", "tried_on_cpu"]
 
 #: GPUs "a machine with enough GPUs" has when a test names no number itself (no ``skip_if_lt_x_gpu``).
 #: Upstream's multi-GPU CI machines and DTensor's ``NUM_DEVICES`` use 4.
@@ -123,9 +123,30 @@ def gpu_skip(reason: str) -> bool:
     """
     if not reason or not _GPU_WORD.search(reason):
         return False
-    if reason.startswith(("needs CUDA:", "needs NCCL")):  # the harness's own (its error text may say anything)
-        return True
+    if reason.startswith(("needs CUDA:", "needs NCCL")) or TRIED_ON_CPU in reason:
+        return True  # the harness's own (its error text may say anything)
     return not _NOT_A_NEED.search(reason)
+
+
+#: what a skip's reason says of a test that asks for GPUs and failed on CPU, where it ran for want of them
+TRIED_ON_CPU = "tried on CPU for want of them"
+
+
+def tried_on_cpu(wanted: int, gpus_asked: int, what: str, where: str = "") -> str:
+    """The skip's reason for a test that asks for ``wanted`` GPUs (``gpus_asked``: its ``skip_if_lt_x_gpu``
+    number, 0: its world size follows the device count) and failed on CPU, where it ran for want of them:
+    ``what`` happened there (the rank and its error line), at ``where`` (``file:line``).
+
+    Upstream skips such a test on a machine without GPUs; trying it on CPU is worth it (it often passes), but
+    a failure there says nothing about the test on GPUs. ``HARNESS_DEVICE=cpu`` makes it a failure.
+
+    Example::
+
+        tried_on_cpu(2, 2, "rank 1: TypeError: device(): argument 'index' must be int, not str", "t.py:12")
+        # "needs 2 GPUs (skip_if_lt_x_gpu(2)); tried on CPU for want of them: rank 1: TypeError: ... (t.py:12)"
+    """
+    why = f"skip_if_lt_x_gpu({gpus_asked})" if gpus_asked else "its world size follows the device count"
+    return f"needs {wanted} GPUs ({why}); {TRIED_ON_CPU}: {what}" + (f" ({where})" if where else "")
 
 
 def test_line(traceback_text: str, module_file: str | None) -> str:

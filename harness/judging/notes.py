@@ -12,12 +12,15 @@ import sys
 import unittest
 from typing import Any
 
+from harness.judging.fallback import TRIED_ON_CPU
+
 __all__ = ["TestRecord", "Notes", "short_id", "ALTERED_HINT"]
 
 #: what the altered-process lines add where the run does not say which HARNESS_ENV_CHANGED is in force
 ALTERED_HINT = " (HARNESS_ENV_CHANGED=fail makes it a failure)"
 
 _FALLBACK_KIND = "hard-code CUDA, ran on CPU for want of GPUs (HARNESS_DEVICE=cpu makes them failures)"
+_TRIED_KIND = "asked for GPUs and failed when tried on CPU for want of them (HARNESS_DEVICE=cpu makes them failures)"
 
 
 @dataclasses.dataclass
@@ -59,6 +62,8 @@ def _kind(reason: str, hard_coded: bool) -> str:
     CUDA and ran on CPU for want of GPUs), or the reason's words."""
     if hard_coded:
         return _FALLBACK_KIND
+    if TRIED_ON_CPU in reason:
+        return _TRIED_KIND
     first = reason.strip().splitlines()[0] if reason.strip() else "(no reason given)"
     return first if len(first) <= 140 else first[:137] + "..."
 

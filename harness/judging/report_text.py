@@ -5,12 +5,14 @@ Every function here is pure: results (harness.shared.outcome) in, lines of text 
 """
 from __future__ import annotations
 
+import os
+import shlex
 from typing import Any
 
 from harness.shared.outcome import BAD, CRASHED, ERROR, FAILED, KILLED, SKIPPED, TIMEOUT, RankResult, describe_exit
 
 __all__ = ["rank_tag", "prefixed", "detail", "failure", "blamed", "skipped_while_waiting", "partly_skipped",
-           "subtest_failure", "example_note", "gpu_note", "altered_failure", "rank_outputs"]
+           "subtest_failure", "example_note", "replay_text", "replay_command", "gpu_note", "altered_failure", "rank_outputs"]
 
 #: how the report says what the root cause's rank did
 _DID = {FAILED: "failed", ERROR: "raised", CRASHED: "died", TIMEOUT: "timed out", KILLED: "was killed"}
@@ -136,11 +138,53 @@ def subtest_failure(test_id: str, world_size: int, placement: str, label: str, r
     return lines
 
 
-def example_note(example: dict[str, Any]) -> str:
-    """What a failure of one hypothesis example ends with: the example, and how to run it again."""
-    shown = ", ".join(f"{k}={v!r}" for k, v in example.items())
-    return (f"Hypothesis example: {shown}\nReproduce it: put @example({shown}) above @given "
-            "(from hypothesis import example), or run with the same HYPOTHESIS_PROFILE (ci is derandomized).")
+def replay_text(value: Any) -> str:
+    """``value`` as Python that makes it again for an ``@example(...)`` line: its ``repr``, with torch's
+    ``Partial(sum)`` written ``Partial('sum')`` (inside tuples and lists too)."""
+    if type(value).__name__ == "Partial" and hasattr(value, "reduce_op"):
+        return f"Partial({value.reduce_op!r})"
+    if type(value) in (tuple, list):
+        inner = ", ".join(replay_text(v) for v in value)
+        return f"({inner}{',' if len(value) == 1 else ''})" if type(value) is tuple else f"[{inner}]"
+    return repr(value)
+
+
+def replay_command(test_id: str, module_file: str | None) -> str:
+    """The command that runs this one test again: the runner on its file, ``-k`` its class and method."""
+    where = test_id.rsplit(".", 2)
+    pattern = ".".join(where[-2:]) if len(where) == 3 else test_id
+    target = where[0] if len(where) == 3 else test_id
+    if module_file:
+        target = os.path.relpath(module_file) if not os.path.relpath(module_file).startswith("..") else module_file
+    return f"python -m harness {shlex.quote(target)} -k {shlex.quote(pattern)}"
+
+
+def example_note(example: dict[str, Any], test_id: str = "", module_file: str | None = None,
+                 world_size: int | None = None, seed: int | None = None) -> str:
+    """What a failure of one hypothesis example ends with: the example, and how to run it again.
+
+    ``world_size``: the world the example drew (None: it drew none); ``seed``: the ranks' torch seed
+    (HARNESS_SEED).
+    """
+    shown = ", ".join(f"{k}={replay_text(v)}" for k, v in example.items())
+    lines = [f"Hypothesis example: {shown}"]
+    if world_size is not None:
+        lines.append(f"  drawn world: {world_size} rank{'s' if world_size != 1 else ''}"
+                     + (f"; ranks seeded with HARNESS_SEED={seed}" if seed is not None else ""))
+    how = f"Reproduce it: put @example({shown}) above @given (from hypothesis import example"
+    names = [n for n in ("WorldSize", "Mesh", "Placements", "Sharding") if f"{n}(" in shown]
+    if names:
+        how += f"; from harness.strategies import {', '.join(names)}"
+    torch_names = [n for n in ("Shard", "Replicate", "Partial") if f"{n}(" in shown]
+    if torch_names:
+        how += f"; from torch.distributed.tensor import {', '.join(torch_names)}"
+    how += ")"
+    if test_id:
+        how += f" and run {replay_command(test_id, module_file)}"
+    else:
+        how += ", or run with the same HYPOTHESIS_PROFILE (ci is derandomized)"
+    lines.append(how + ".")
+    return "\n".join(lines)
 
 
 def gpu_note(wanted: int, gpus_asked: int, shared: bool, found: int) -> str:

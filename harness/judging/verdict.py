@@ -16,18 +16,21 @@ from typing import Any
 
 from harness.judging import analysis
 from harness.judging import report_text
-from harness.judging.fallback import gpu_skip, needs_cuda, needs_nccl, test_line, upstream_skip
+from harness.judging.fallback import gpu_skip, needs_cuda, needs_nccl, test_line, tried_on_cpu, upstream_skip
 from harness.shared.outcome import (BAD, CRASHED, ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult,
                              order_by_cause)
 from harness.shared.placement import Placement
 
 __all__ = ["Facts", "Verdict", "SubtestVerdict", "judge", "merge", "before_run", "skipped", "world_changes",
-           "OWN", "UPSTREAM", "NEEDS_CUDA", "NEEDS_NCCL", "PLACEMENT"]
+           "OWN", "UPSTREAM", "NEEDS_CUDA", "NEEDS_NCCL", "TRIED_ON_CPU", "PLACEMENT", "over_deadline"]
 
 #: the kinds of skip (Verdict.skip): the test skipped itself; upstream's skip exit code; it hard-codes CUDA
 #: and ran on CPU for want of GPUs; it needs NCCL and ran on GPUs its ranks shared for want of them; its
 #: placement or world cannot run it at all
 OWN, UPSTREAM, NEEDS_CUDA, NEEDS_NCCL, PLACEMENT = "own", "upstream", "needs-cuda", "needs-nccl", "placement"
+#: a test that asks for GPUs (skip_if_lt_x_gpu, a world size from the device count) failed on CPU, where it ran
+#: for want of them: a skip that says what happened there, as upstream skips it (HARNESS_DEVICE=cpu: a failure)
+TRIED_ON_CPU = "tried-on-cpu"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,11 +53,19 @@ class Facts:
     then: str = ""  # what became of those ranks (World.left_altered)
     fail_altered: bool = False  # HARNESS_ENV_CHANGED=fail: a rank that left them altered fails (if it passed)
     triage: str = ""  # what triage found when the failure was checked in fresh ranks (harness.judging.triage)
+    drawn: bool = False  # the hypothesis example drew this world size (harness.strategies)
+    seed: int | None = None  # the seed every rank was given (HARNESS_SEED), said under a drawn example's failure
 
     @property
     def fallback(self) -> bool:
         """On CPU only for want of GPUs: errors that mean "needs CUDA" are skips (HARNESS_DEVICE=cpu: failures)."""
         return self.placement.shortfall and self.placement.device_type == "cpu"
+
+    @property
+    def asks_for_gpus(self) -> bool:
+        """On CPU for want of the GPUs the test asks for by name (skip_if_lt_x_gpu) or by its world size: any
+        failure there is a skip that says what was tried (HARNESS_DEVICE=cpu: a failure)."""
+        return self.fallback and bool(self.gpus_asked or self.sized_by_devices)
 
     @property
     def shared_fallback(self) -> bool:
@@ -121,7 +132,7 @@ def skipped(test_id: str, reason: str, kind: str = OWN) -> Verdict:
 
 def _means_gpu(kind: str, reason: str) -> bool:
     """A skip of ``kind`` for ``reason`` means "needs a GPU or NCCL" (the run's needs-CUDA line counts it)."""
-    return kind in (NEEDS_CUDA, NEEDS_NCCL) or gpu_skip(reason)
+    return kind in (NEEDS_CUDA, NEEDS_NCCL, TRIED_ON_CPU) or gpu_skip(reason)
 
 
 def before_run(facts: Facts, world_skip: str = "", asked_backend: Any = None, defined_at: str = "") -> Verdict | None:
@@ -168,7 +179,8 @@ def judge(results: list[RankResult], facts: Facts, example: dict[str, Any] | Non
         shown = [(r.rank, r.output) for r in sorted(results, key=lambda r: r.rank)
                  if r.rank != in_report and r.output.strip()]
     subtests = _judge_subtests(results, facts)
-    suffix = [] if individually else ["", report_text.example_note(example or {})]
+    suffix = [] if individually else ["", report_text.example_note(
+        example or {}, facts.test_id, facts.module_file, facts.world_size if facts.drawn else None, facts.seed)]
     sub_failures = [s.text for s in subtests if s.status in (FAILED, ERROR)]
     passed = Verdict(facts.test_id, PASSED, subtests=subtests, individually=individually, shown=shown)
     if desync:
@@ -187,13 +199,30 @@ def judge(results: list[RankResult], facts: Facts, example: dict[str, Any] | Non
         kind, cuda = _needs_cuda(facts, root)
         if cuda:
             return _as_skip(passed, cuda, kind)
+        tried = _tried_on_cpu(facts, root)
+        if tried:
+            return _as_skip(passed, tried, TRIED_ON_CPU)
     if merged.status in (FAILED, ERROR):
-        abort = not individually and any(r.status in (CRASHED, TIMEOUT, KILLED) for r in results)
+        # A crash or a hang is not re-run to shrink it (each try could cost a whole timeout); peers killed after
+        # the peer grace, because the root cause failed while they waited for it in a collective, are: that is
+        # how most distributed failures end, and each try costs at most the grace.
+        abort = not individually and any(r.status in (CRASHED, TIMEOUT) for r in results)
         return dataclasses.replace(passed, status=merged.status, lines=_annotate(merged.lines, facts) + suffix,
                                    root_rank=merged.root_rank, abort=abort)
     if sub_failures and not individually:
         return dataclasses.replace(passed, status=FAILED, lines=["\n\n".join(sub_failures), *suffix])
     return passed
+
+
+def over_deadline(passed: Verdict, example: dict[str, Any], facts: Facts, seconds: float, deadline: float) -> Verdict:
+    """A hypothesis example that passed on every rank but took its slowest rank ``seconds``, over the test's own
+    ``@settings(deadline=...)`` (``deadline`` seconds): a failure, as hypothesis's deadline would make it."""
+    line = (f"{facts.test_id}: the example took {seconds * 1000:.0f} ms on its slowest rank, over the test's "
+            f"deadline of {deadline * 1000:.0f} ms (@settings(deadline=...); the ranks' work is counted, not the "
+            "world's start); raise the deadline, or set deadline=None")
+    note = report_text.example_note(example, facts.test_id, facts.module_file,
+                                    facts.world_size if facts.drawn else None, facts.seed)
+    return dataclasses.replace(passed, status=FAILED, lines=[line, "", note])
 
 
 def merge(test_id: str, results: list[RankResult], world_size: int, placement: str,
@@ -255,6 +284,8 @@ def _judge_subtests(results: list[RankResult], facts: Facts) -> list[SubtestVerd
                                      traceback=s.traceback, arrived=float(rank)) for rank, s in per_rank]
             root = order_by_cause(as_results)[0] if bad else next(r for r in as_results if r.status == SKIPPED)
             kind, cuda = _needs_cuda(facts, root) if bad else ("", "")
+            if bad and not cuda:
+                kind, cuda = TRIED_ON_CPU, _tried_on_cpu(facts, root)
             if cuda:
                 judged.append(SubtestVerdict(first.params, SKIPPED, [cuda], skip=kind, reason=cuda,
                                              gpu=_means_gpu(kind, cuda)))
@@ -305,6 +336,16 @@ def _needs_cuda(facts: Facts, root: RankResult) -> tuple[str, str]:
         return "", ""
     where = test_line(root.traceback, facts.module_file)
     return kind, f"needs {what}: {root.one_line()}" + (f" ({where})" if where else "")
+
+
+def _tried_on_cpu(facts: Facts, root: RankResult) -> str:
+    """The skip's reason when a test that asks for GPUs went wrong on CPU, where it ran for want of them ("" when
+    not: it asks for none, CPU was asked for, or what went wrong is the harness's HARNESS_ENV_CHANGED=fail)."""
+    if not facts.asks_for_gpus or root.exc_type == "EnvChanged":
+        return ""
+    where = test_line(root.traceback, facts.module_file) if root.traceback else ""
+    return tried_on_cpu(max(facts.gpus_asked, facts.world_size), facts.gpus_asked,
+                        f"rank {root.rank}: {root.one_line()}", where)
 
 
 # ---- what the ranks of one test left altered ------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from harness.shared.errors import UsageError
 
 __all__ = ["PROFILES", "profile_choice", "profile_name", "check_profile", "settings_for", "load_profile",
-           "is_hypothesis_test", "given_function", "run_given"]
+           "is_hypothesis_test", "given_function", "own_deadline", "run_given"]
 
 # name -> settings. ``ci`` is derandomized so two CI runs draw the same examples.
 PROFILES: dict[str, dict[str, Any]] = {
@@ -170,6 +170,23 @@ def load_profile(name: str | None = None) -> str:
     return name
 
 
+def own_deadline(fn: Any) -> float | None:
+    """The deadline, in seconds, that the test's own ``@settings(deadline=...)`` sets (None: none, or
+    hypothesis's default). The harness measures it on the ranks' work for each example (the slowest
+    rank's test, setUp to tearDown), never on a world's start: hypothesis's own deadline stays off.
+
+    Example::
+
+        @settings(deadline=timedelta(seconds=2))   # own_deadline(test) == 2.0
+    """
+    from hypothesis import settings
+
+    own = _own_settings(given_function(fn))
+    if own is None or own.deadline is None or own.deadline == settings.default.deadline:
+        return None
+    return own.deadline.total_seconds()
+
+
 def is_hypothesis_test(fn: Any) -> bool:
     return getattr(getattr(fn, "hypothesis", None), "inner_test", None) is not None
 
@@ -208,7 +225,9 @@ def run_given(fn: Any, test: Any, run_example: Callable[[dict[str, Any]], None],
     wanted = settings_for(_own_settings(given), profile_name(profile))
     overrides = getattr(fn, "_harness_settings_overrides", None)  # torchrun: no example database
     if overrides:
-        wanted = settings(wanted, **overrides)
+        checks = list(wanted.suppress_health_check) + [c for c in overrides.get("suppress_health_check", ())
+                                                       if c not in wanted.suppress_health_check]
+        wanted = settings(wanted, **{**overrides, "suppress_health_check": checks})
     _give(given, wanted)
     # a generated test passes its case's values along with the example: each rank's copy of the generated
     # test has them, so only the example goes to the ranks (the values need not pickle)

@@ -30,10 +30,11 @@ from harness.shared.config import Settings
 from harness.shared.errors import HarnessError
 from harness.shared.output import read_bounded
 from harness.shared.grace import PeerGrace, Trouble
-from harness.shared.outcome import (CRASHED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome, describe_exit,
-                             tidy_stack)
+from harness.shared.outcome import (CRASHED, ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult,
+                                    SubtestOutcome, describe_exit, tidy_stack)
 from harness.shared.placement import Placement, choose_placement
-from harness.shared.protocol import Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task, meeting_call
+from harness.shared.protocol import (BodyEnded, Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task,
+                                     meeting_call, teardown_call)
 from harness.shared.world import World, Worlds
 
 __all__ = ["RankPool", "Pools", "Terminated", "install_sigterm_handler"]
@@ -51,6 +52,10 @@ SETTLE, RECHECK = 0.25, 1.0
 #: last look: read from /proc, nothing asked of the ranks); only then are their flight recorders read, and a
 #: desync is declared when a second look finds the same blocked collectives (harness.judging.analysis.never_meet)
 LOOK = 0.25
+
+
+#: how a body that ended went, as a report says it
+_BODY = {PASSED: "passed", FAILED: "failed", ERROR: "raised", SKIPPED: "was skipped"}
 
 
 class PoolStartError(HarnessError):
@@ -281,6 +286,7 @@ class RankPool(World):
                 if now >= test.limit():
                     break
                 self._look_for_stuck_peers(test, now)
+                self._answer_meeting(test)  # a grace it started lets the ranks waiting to tear down go
                 self._look_for_desync(test, now)
                 if test.desync is not None:
                     break
@@ -318,7 +324,7 @@ class RankPool(World):
         creation that the returned rank can never join waits forever: the grace starts now."""
         if test.check_at is None or test.grace.running or now < test.check_at or relay.in_session():
             return  # (the peers of a rank at a prompt wait for it: that is no hang)
-        found = self._never_ending(test.results, test.pending)
+        found = self._never_ending(test.results, test.pending, test.ended)
         test.check_at = time.monotonic() + RECHECK
         if found:
             r = min(found)
@@ -338,7 +344,10 @@ class RankPool(World):
         if test.grace.running or test.unlimited or relay.in_session():
             test.cpu, test.before = {}, None  # a rank's trouble: the grace decides
             return
-        cpu = {r: _main_thread_cpu(self.procs[r].pid) for r in sorted(test.pending)}
+        in_body = set(test.pending) - set(test.ended)  # a rank waiting to tear down calls nothing more
+        if not in_body:
+            return
+        cpu = {r: _main_thread_cpu(self.procs[r].pid) for r in sorted(in_body)}
         idle = all(cpu[r] is not None and cpu[r] == test.cpu.get(r) for r in cpu)
         test.cpu = cpu
         if not idle:
@@ -351,9 +360,9 @@ class RankPool(World):
         alive = [r for r in range(self.world_size) if r in test.pending or self.procs[r].is_alive()]
         dumps = request_dumps(self.dir, alive, timeout=1.0)
         if test.before is not None:
-            test.desync = never_meet(dumps, test.pending, self.world_size, before=test.before)
+            test.desync = never_meet(dumps, in_body, self.world_size, before=test.before)
         # look again next time only if these dumps alone already show a desync (the next must confirm it)
-        test.before = dumps if test.desync is None and never_meet(dumps, test.pending, self.world_size,
+        test.before = dumps if test.desync is None and never_meet(dumps, in_body, self.world_size,
                                                                   before=dumps) else None
 
     def _take(self, test: _InFlight, r: int, message: Any, now: float) -> None:
@@ -364,6 +373,15 @@ class RankPool(World):
             test.failing[r] = message.result
             test.failing[r].arrived = now
             test.grace.start(Trouble(now, r, f"rank {r} failed"))
+            return
+        if isinstance(message, BodyEnded):
+            # its tearDown waits for the other ranks' bodies (shared.protocol.teardown_call); a rank that was skipped
+            # while its peers go on may leave them waiting for it, as a rank that ended does
+            test.ended[r] = message.status
+            if message.status == SKIPPED and len(test.ended) < len(test.pending):
+                test.grace.start(Trouble(now, r, f"rank {r} skipped the test"))
+            if test.check_at is None:
+                test.check_at = now + SETTLE
             return
         if isinstance(message, Meet):
             test.meeting[r] = message.index
@@ -379,6 +397,7 @@ class RankPool(World):
         test.results[r] = result
         test.pending.discard(r)
         test.meeting.pop(r, None)
+        test.ended.pop(r, None)
         if result.status == CRASHED:
             self.broken = True
         if result.is_bad:
@@ -390,15 +409,20 @@ class RankPool(World):
             test.check_at = now + SETTLE
 
     def _answer_meeting(self, test: _InFlight) -> None:
-        """Tell the ranks waiting at a run_subtests meeting to go on or stop, once the rule decides."""
-        call = meeting_call(self.world_size, test.meeting, set(range(self.world_size)) - test.pending)
-        if call is None:
-            return
-        for r in test.meeting:
-            self._reply(r, call)
-        if isinstance(call, Go):
-            test.grace.got_through()  # every rank got through that combination: nothing is stuck
-        test.meeting.clear()
+        """Tell the ranks waiting at a run_subtests meeting to go on or stop, and the ranks waiting to start
+        their tearDown to go, once the rules decide (a rank whose body ended has left the combinations)."""
+        left = set(range(self.world_size)) - test.pending
+        call = meeting_call(self.world_size, test.meeting, left | set(test.ended))
+        if call is not None:
+            for r in test.meeting:
+                self._reply(r, call)
+            if isinstance(call, Go):
+                test.grace.got_through()  # every rank got through that combination: nothing is stuck
+            test.meeting.clear()
+        if teardown_call(self.world_size, test.ended, left, test.grace.running) is not None:
+            for r in test.ended:
+                self._reply(r, Go())
+            test.ended.clear()
 
     def _results(self, test: _InFlight) -> list[RankResult]:
         """Every rank's result: the ones that came, and for the ranks still running (stopped now: past the
@@ -424,7 +448,12 @@ class RankPool(World):
         trouble = test.grace.trouble
         root = test.desync[0] if test.desync is not None else None
         for r in sorted(test.pending, key=lambda r: (r != root, r)):  # a desync's root cause arrives first
-            if test.desync is not None:
+            if r in test.ended:  # its body ended; it waited for a peer's that never did, and ran no tearDown
+                waited_for = sorted(test.pending - set(test.ended))
+                message = (f"stopped while it waited to start its tearDown: its body {_BODY[test.ended[r]]}, rank "
+                           f"{', '.join(map(str, waited_for))} never ended the body")
+                status = KILLED
+            elif test.desync is not None:
                 message = (f"can never meet the other ranks: {test.desync[1]}; every rank was blocked in a "
                            "collective, so the test was stopped at once, not at its timeout" if r == root else
                            f"stopped at once with rank {root}, whose collective can never meet the others'")
@@ -452,12 +481,15 @@ class RankPool(World):
                 early.output = self._output(r)
                 test.results[r] = early
 
-    def _never_ending(self, results: dict[int, RankResult], pending: set[int]) -> dict[int, str]:
-        """Ranks in ``pending`` that wait for what a rank whose test ended can never do (harness.judging.analysis:
-        each rank's collectives, asked of the live ranks), each with why."""
+    def _never_ending(self, results: dict[int, RankResult], pending: set[int], ended: dict[int, str]
+                      ) -> dict[int, str]:
+        """Ranks in ``pending`` that wait for what a rank whose test (or body: ``ended``) ended can never do
+        (harness.judging.analysis: each rank's collectives, asked of the live ranks), each with why."""
         went = {PASSED: "passed", SKIPPED: "was skipped"}
         returned = {r: went.get(res.status, "failed") for r, res in results.items() if self.procs[r].is_alive()}
-        if not returned:
+        returned.update({r: _BODY.get(status, "failed") for r, status in ended.items()})
+        pending = set(pending) - set(ended)
+        if not returned or not pending:
             return {}
         dumps = request_dumps(self.dir, sorted(set(pending) | set(returned)), timeout=1.0)
         return stuck(dumps, returned, pending, self.world_size)
@@ -525,6 +557,7 @@ class _InFlight:
     meeting: dict[int, int] = dataclasses.field(default_factory=dict)  # rank -> run_subtests meeting it waits at
     reported: dict[int, list[SubtestOutcome]] = dataclasses.field(default_factory=dict)  # what it said at meetings
     failing: dict[int, RankResult] = dataclasses.field(default_factory=dict)  # a failure before its tearDown ran
+    ended: dict[int, str] = dataclasses.field(default_factory=dict)  # rank -> its body's status: waits to tear down
     check_at: float | None = None  # when to look whether a returned rank left its peers waiting forever
     paused_before: float = 0.0  # harness.parent.relay.paused_seconds() when the test started
     unlimited: bool = False  # HARNESS_DEBUGPY: an IDE's debugger may hold any rank at any time; nothing is stopped

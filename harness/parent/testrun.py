@@ -21,11 +21,12 @@ from harness.shared.output import bounded_output
 from harness.judging import report, triage, verdict
 from harness.shared.config import Settings
 from harness.testing.decorators import defined_at, gpus_needed, markers
+from harness.parent.drawn import drawn_world
 from harness.shared.errors import RankAbort, UsageError
 from harness.judging.fallback import DEFAULT_GPUS, pretend_device_count
-from harness.parent.hypothesis_support import is_hypothesis_test, run_given
+from harness.parent.hypothesis_support import is_hypothesis_test, own_deadline, run_given
 from harness.judging.notes import Notes, TestRecord, short_id
-from harness.shared.outcome import RankResult
+from harness.shared.outcome import PASSED, RankResult
 from harness.shared.placement import Placement, gpu_count
 from harness.shared.protocol import Task
 from harness.parent.run import Run
@@ -53,6 +54,10 @@ def _evaluate_world_size(test: Any, test_id: str) -> Any:
 
 
 def _check_world_size(ws: Any, test_id: str, pretended: int | None) -> int:
+    if type(ws).__module__.startswith("hypothesis."):  # a strategy: the world is drawn per example, in @given
+        raise UsageError(f"{test_id}: world_size is a hypothesis strategy ({ws!r}); draw the world in the test's "
+                         "@given instead (@given(world=world_sizes(1, 8)) from harness.strategies), and keep "
+                         "world_size an int: each example then runs in a world of the size it drew")
     if isinstance(ws, bool) or not isinstance(ws, int) or ws < 1:
         hint = ""
         if pretended is not None:
@@ -121,6 +126,12 @@ class TestRun:
         self.gpus_asked = gpus_needed(type(test), self.fn)
         self.world_size, self.world_note = world_size_for(test, self.test_id, worlds.enough_gpus(self.gpus_asked))
         self.placement: Placement = worlds.place(self.world_size, self.gpus_asked, self.conf, self.world_note)
+        #: the world size and placement the class asks for; an example that draws its world runs in another
+        self.asked = (self.world_size, self.placement, self.world_note)
+        self._placed: dict[int, Placement] = {}  # the placement of each world size drawn, decided once
+        self.drawn = False  # the last example drew its world size
+        self.filtered = ""  # why the last example drawn was filtered out (a world these worlds cannot run)
+        self.ranks_seconds = 0.0  # the slowest rank's time in the last run (its test, not the world's start)
         self.module_file: str | None = getattr(sys.modules.get(type(test).__module__), "__file__", None)
         self.timeout = self.conf.timeout_for(getattr(test, "timeout", None), self.test_id)
         self.examples = 0
@@ -133,12 +144,36 @@ class TestRun:
         """What the parent knows of this test beside its ranks' results (``more``: what one run of it added)."""
         return Facts(self.test_id, self.world_size, self.placement, self.module_file, self.gpus_asked,
                      bool(self.world_note), gpu_count() if self.placement.shortfall else 0,
-                     triage=self.triage_line, **more)
+                     triage=self.triage_line, drawn=self.drawn, seed=self.conf.seed if self.drawn else None, **more)
+
+    def enter_world(self, kwargs: dict[str, Any] | None) -> str:
+        """Make the example's world this test's: the size its values draw (harness.parent.drawn), else the class's.
+        Returns why these worlds cannot run it ("" when they can)."""
+        size = drawn_world(kwargs, self.test_id) if kwargs else None
+        self.drawn = size is not None
+        if size is None:
+            self.world_size, self.placement, self.world_note = self.asked
+            return self.run.worlds.skip(self.world_size)
+        if size not in self._placed:
+            self._placed[size] = self.run.worlds.place(size, self.gpus_asked, self.conf)
+        self.world_size, self.placement, self.world_note = size, self._placed[size], ""
+        return self.run.worlds.skip(size) or self.placement.skip
 
     def run_once(self, kwargs: dict[str, Any] | None) -> Verdict:
         """Send the test (with one hypothesis example's arguments, if any) to every rank; their verdict."""
-        self.examples += 1
         worlds = self.run.worlds
+        if kwargs is not None:
+            why = self.enter_world(kwargs)
+            if why and self.drawn:
+                # Filtered: a drawn world these worlds cannot run (torchrun launched another size) is not an
+                # example of this test here; hypothesis draws another.
+                from hypothesis import reject
+
+                self.filtered = why
+                reject()
+            if why:
+                return verdict.skipped(self.test_id, why, verdict.PLACEMENT)
+        self.examples += 1
         world, reused = worlds.world(self.world_size, self.placement, self.conf)
         self.reused = self.reused and reused
         self.pids = world.pids
@@ -168,6 +203,7 @@ class TestRun:
               and verdict.judge(results, self.facts()).fails):
             results = self.triage(world, task, world.history[:-1], results)  # the tests these ranks ran before it
         worlds.done_with(world, self.conf)
+        self.ranks_seconds = max((r.duration for r in results), default=0.0)
         if any(r.is_bad for r in results):
             self.picture = picture_of(results, self.world_size)
         return verdict.judge(results, self.facts(**altered), kwargs, self.conf.show_output)
@@ -225,6 +261,13 @@ class TestRun:
                                      self.reused, self.examples, self.triage_line, self.picture))
 
 
+def _unsatisfied(exc: BaseException) -> bool:
+    """Hypothesis gave up because every example was filtered out (Unsatisfiable, or the filter health check)."""
+    from hypothesis.errors import FailedHealthCheck, Unsatisfiable
+
+    return isinstance(exc, (Unsatisfiable, FailedHealthCheck))
+
+
 def picture_of(results: list[RankResult], world_size: int) -> analysis.Picture:
     """A failing run's ranks and collectives as data (what the HTML report draws), each text bounded."""
     def cut(text: str) -> str:  # a rank's output may hold what is not UTF-8 (surrogates): replaced, never raised
@@ -242,8 +285,9 @@ def run_test(test: unittest.TestCase, run: Run, result: Any = None) -> None:
     __tracebackhide__ = True
     testrun = TestRun(test, run, result)
     try:
-        skip = verdict.before_run(testrun.facts(), run.worlds.skip(testrun.world_size),
-                                  markers(testrun.fn)["comms"], defined_at(testrun.fn))
+        # A hypothesis test's examples may draw their world: whether these worlds run it is decided per example.
+        world_skip = "" if is_hypothesis_test(testrun.fn) else run.worlds.skip(testrun.world_size)
+        skip = verdict.before_run(testrun.facts(), world_skip, markers(testrun.fn)["comms"], defined_at(testrun.fn))
         if skip is not None:
             report.report(test, skip, testrun.notes)
         if testrun.placement.shortfall:  # the run ends by saying so: never a silent move to CPU
@@ -262,15 +306,24 @@ def drive(test: unittest.TestCase, testrun: TestRun, run_once: Callable[[dict[st
     testrun.run.worlds.start_examples(testrun.fn)
     last: list[Verdict] = []
 
+    deadline = own_deadline(testrun.fn)
+
     def example(kwargs: dict[str, Any]) -> None:
         __tracebackhide__ = True
         last[:] = [run_once(kwargs)]
+        if deadline is not None and last[0].status == PASSED and testrun.ranks_seconds > deadline:
+            last[0] = verdict.over_deadline(last[0], kwargs, testrun.facts(), testrun.ranks_seconds, deadline)
         report.report(test, last[0], testrun.notes)
 
     try:
         run_given(testrun.fn, test, example, testrun.run.hypothesis_profile)
     except RankAbort as abort:
         raise abort.error from None
+    except Exception as exc:
+        if testrun.filtered and not testrun.examples and _unsatisfied(exc):
+            raise unittest.SkipTest(f"every world hypothesis drew was filtered out ({testrun.filtered}): a drawn "
+                                    "world runs only where these ranks can run it") from None
+        raise
     # Every example passed: show the last one's subtests (their skips and reasons) as subtests.
     if last:
         report.report_subtests(test, last[0], testrun.notes)

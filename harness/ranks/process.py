@@ -19,7 +19,7 @@ from harness.shared.config import Settings
 from harness.ranks.gpu import take_gpu
 from harness.shared.outcome import RankResult, SubtestOutcome, capture_exception, sendable
 from harness.shared.placement import Placement
-from harness.shared.protocol import Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task
+from harness.shared.protocol import BodyEnded, Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task
 from harness.ranks.task import RankContext, run_task
 
 __all__ = ["worker_main"]
@@ -124,6 +124,18 @@ def _parent_meeting(conn: Any) -> Any:
     return meet
 
 
+def _parent_body_end(conn: Any) -> Any:
+    """The body ended here: tell the parent how (BodyEnded), and start tearDown on its word (Go)."""
+
+    def body_ended(status: str) -> None:
+        conn.send(BodyEnded(status))
+        reply = conn.recv()
+        if isinstance(reply, Shutdown):  # the parent is stopping the pool (an interrupt): nothing more to do here
+            os._exit(0)
+
+    return body_ended
+
+
 def _parent_notice(conn: Any) -> Any:
     """Send the parent a failure as it happens (Failing); no reply is awaited."""
 
@@ -158,7 +170,8 @@ def _serve(conn: Any, rank: int, world_size: int, placement: Placement, pool_dir
         store_path = os.path.join(pool_dir, "store")
         ctx = RankContext(rank, world_size, placement, os.path.join(pool_dir, f"rank{rank}.out"),
                           ProcessGroupKeeper(lambda: dist.FileStore(store_path, world_size), rank, world_size), conf,
-                          meet=_parent_meeting(conn), notice=_parent_notice(conn), gpu=gpu)
+                          meet=_parent_meeting(conn), notice=_parent_notice(conn), gpu=gpu,
+                          body_ended=_parent_body_end(conn))
     except BaseException as exc:  # noqa: B902
         conn.send(StartFailed(capture_exception(exc)))
         return

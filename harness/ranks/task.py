@@ -53,6 +53,9 @@ class RankContext:
     #: tell the parent at once that the test failed here, before tearDown and the cleanups run (pool mode):
     #: its peers' HARNESS_PEER_GRACE starts then, even if this rank then waits for them in a tearDown
     notice: Any = None
+    #: the body ended here (its status): wait until every rank ended it before tearDown and the cleanups run
+    #: (harness.shared.protocol.BodyEnded); None: no such wait
+    body_ended: Any = None
 
 
 def _resolve(task: Task) -> type:
@@ -178,9 +181,54 @@ def _bound_method(test: Any, task: Task, fn: Any) -> Any:
 
     @functools.wraps(fn)
     def example() -> None:
-        inner(test, **kwargs)
+        inner(test, **{name: _in_rank(value, test) for name, value in kwargs.items()})
 
     return example
+
+
+def _in_rank(value: Any, test: Any) -> Any:
+    """A drawn value as the test body gets it: a drawn mesh (harness.strategies) built into the DeviceMesh it
+    describes, inside the test's run (after setUp, on its process group); any other value as it came."""
+    make = getattr(value, "harness_in_rank", None)
+    return make(test.device_type) if callable(make) else value
+
+
+def _teardown_after_every_body(test: Any, collector: _RankResultCollector, body_ended: Any) -> None:
+    """The test's tearDown and cleanups start once every rank ended the body (``body_ended`` waits for the world).
+
+    Upstream runs ``tearDown`` in the parent after every rank ended; a test whose ``tearDown`` removes what its
+    peers still use (the ``FileStore`` file of a group it made on ``self.file_name``) relies on that. Only a test
+    with a ``tearDown`` of its own or a cleanup waits: there is nothing to order otherwise. A rank that does not
+    wait ends its test, which lets the others go as well.
+    """
+    waited: list[bool] = []
+
+    def wait() -> None:
+        if waited:
+            return
+        waited.append(True)
+        if collector.problems:
+            status = collector.problems[0][0]
+        else:
+            status = SKIPPED if collector.skip_reason is not None else PASSED
+        body_ended(status)
+
+    if type(test).tearDown is not unittest.TestCase.tearDown:
+        tear_down = test.tearDown
+
+        def tearDown() -> None:  # noqa: N802 - unittest's name
+            wait()
+            tear_down()
+
+        test.tearDown = tearDown
+    do_cleanups = test.doCleanups
+
+    def doCleanups() -> Any:  # noqa: N802 - unittest's name
+        if getattr(test, "_cleanups", None):
+            wait()
+        return do_cleanups()
+
+    test.doCleanups = doCleanups
 
 
 def _backend_asked(test: Any, marks: dict[str, Any]) -> str | None:
@@ -252,6 +300,8 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
                 setattr(test, task.method, example)
             collector = _RankResultCollector(recorder, ctx.rank, ctx.notice)
             collector.post_mortem = task.post_mortem
+            if ctx.body_ended is not None:
+                _teardown_after_every_body(test, collector, ctx.body_ended)
             test.run(collector)
             if collector.problems:
                 status, exc = collector.problems[0]

@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from harness.judging.fallback import TRIED_ON_CPU
 from harness.shared.output import bounded_output
 from harness.runner.results import Entry, counts
 from harness.shared.status import BAD, Status
@@ -44,7 +45,7 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline
 #: the picture's style (with the texts'): the page's and the pytest-html extra's
 _PIC_STYLE = """
 .s-passed,.s-xfail{color:#1a7f37}.s-failed,.s-error,.s-xpass,.s-interrupted{color:#c62828;font-weight:600}
-.s-skipped{color:#8a6d00}
+.s-skipped{color:#8a6d00}.s-tried-on-cpu{color:#b35c00;font-weight:600}
 pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:30em;white-space:pre-wrap;word-break:break-all}
 .pic td{border:1px solid #ccc;font:12px/1.2 monospace;white-space:nowrap;padding:3px 5px}
 .pic td.rank{font:bold 13px system-ui;background:#fafafa;white-space:normal;min-width:10em;max-width:22em}
@@ -103,7 +104,7 @@ _PAGE = string.Template("""<!DOCTYPE html>
 <h2>Tests</h2>
 <div id="filters">$boxes <input id="q" type="search" placeholder="search by name"> <span id="shown"></span> shown</div>
 <table id="tests"><thead><tr><th>test</th><th>outcome</th><th>seconds</th><th>world</th><th>placement</th>
-<th>triage</th></tr></thead><tbody>$rows</tbody></table>
+<th>triage, or why skipped</th></tr></thead><tbody>$rows</tbody></table>
 $failures
 $slowest
 <script>$script</script>
@@ -155,18 +156,29 @@ def _meta(entries: Sequence[Entry], wall: float, front: str, notes: Sequence[str
     return "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows)
 
 
+#: the outcome shown for a test that asked for GPUs, ran on CPU for want of them and failed there: a skip by
+#: default (HARNESS_DEVICE=cpu makes it a failure), drawn apart from the skips a test chose itself
+TRIED = "tried-on-cpu"
+
+
+def _outcome(e: Entry) -> str:
+    return TRIED if e.status == Status.SKIPPED and TRIED_ON_CPU in e.reason else e.status.value
+
+
 def _test_rows(entries: Sequence[Entry]) -> str:
     out = []
     for i, e in enumerate(entries):
         link = f'<a href="#f{i}">{_e(e.test_id)}</a>' if e.status in BAD else _e(e.test_id)
-        out.append(f'<tr data-outcome="{_e(e.status.value)}" data-name="{_e(e.test_id)}"><td>{link}</td>'
-                   f'<td class="s-{_e(e.status.value)}">{_e(e.status.value)}</td><td>{e.seconds:.2f}</td>'
-                   f'<td>{_e(e.world_size or "")}</td><td>{_e(e.placement)}</td><td>{_e(e.triage)}</td></tr>')
+        outcome = _outcome(e)
+        why = e.triage or (_short(e.reason, 300) if e.status == Status.SKIPPED else "")
+        out.append(f'<tr data-outcome="{_e(outcome)}" data-name="{_e(e.test_id)}"><td>{link}</td>'
+                   f'<td class="s-{_e(outcome)}">{_e(outcome.replace("-", " "))}</td><td>{e.seconds:.2f}</td>'
+                   f'<td>{_e(e.world_size or "")}</td><td>{_e(e.placement)}</td><td>{_e(why)}</td></tr>')
     return "".join(out)
 
 
 def _boxes(entries: Sequence[Entry]) -> str:
-    seen = collections.Counter(e.status.value for e in entries)
+    seen = collections.Counter(_outcome(e) for e in entries)
     return " ".join(f'<label><input type="checkbox" value="{_e(s)}" checked> {_e(s)} ({n})</label>'
                     for s, n in sorted(seen.items()))
 

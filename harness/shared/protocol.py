@@ -11,6 +11,8 @@ The flow of one test on a pool::
     rank -> parent         Failing(result)        the test failed here; tearDown still runs (optional)
     rank -> parent         Meet(index, outcome)   a run_subtests combination ended here
     parent -> rank         Go() | Stop(why)       every rank got there: go on; or: leave the test
+    rank -> parent         BodyEnded(status)      the body ended here; tearDown and the cleanups wait
+    parent -> rank         Go()                   every rank ended the body (or a peer's trouble started the grace)
     rank -> parent         Done(result)           the test is over on this rank
 
 and, around the rank's life, ``Ready(pid)`` or ``StartFailed(error)`` once, ``Shutdown()`` at the end.
@@ -29,8 +31,9 @@ from typing import Any, Collection, Mapping, Union
 
 from harness.shared.outcome import RankResult, SubtestOutcome
 
-__all__ = ["Task", "Ready", "StartFailed", "Failing", "Meet", "Done", "Go", "Stop", "Shutdown", "FromRank",
-           "ToRank", "meeting_call", "group_timeout", "dump_paths", "read_line", "QUIT_MARK"]
+__all__ = ["Task", "Ready", "StartFailed", "Failing", "Meet", "BodyEnded", "Done", "Go", "Stop", "Shutdown",
+           "FromRank", "ToRank", "meeting_call", "teardown_call", "group_timeout", "dump_paths", "read_line",
+           "QUIT_MARK"]
 
 
 @dataclasses.dataclass
@@ -94,6 +97,15 @@ class Meet:
 
 
 @dataclasses.dataclass
+class BodyEnded:
+    """The test body ended on this rank with ``status`` (passed, failed, error or skipped); its tearDown and
+    cleanups wait for Go: upstream runs tearDown in the parent, once every rank ended, and a test whose tearDown
+    removes what its peers still use (the FileStore file of its own group) relies on that."""
+
+    status: str
+
+
+@dataclasses.dataclass
 class Done:
     """The test is over on this rank."""
 
@@ -120,7 +132,7 @@ class Shutdown:
     """The rank process ends (the pool is closing)."""
 
 
-FromRank = Union[Ready, StartFailed, Failing, Meet, Done]
+FromRank = Union[Ready, StartFailed, Failing, Meet, BodyEnded, Done]
 ToRank = Union[Task, Go, Stop, Shutdown]
 
 
@@ -153,6 +165,28 @@ def meeting_call(world_size: int, at: Mapping[int, int], left: Collection[int]) 
     return Stop(f"rank {', '.join(map(str, sorted(left)))} left the test (it ended, failed or died) while this rank "
                 "waited for it after a run_subtests combination; if it ended normally, the ranks ran different "
                 "combinations: give run_subtests the same config on every rank")
+
+
+def teardown_call(world_size: int, ended: Collection[int], left: Collection[int], trouble: bool) -> Go | None:
+    """What the ranks waiting to start their tearDown (``ended``: their body ended) are told, or None (wait).
+
+    ``left``: ranks whose test has ended (it finished, failed or died). Every rank ended its body, or left:
+    go. A peer's trouble (it failed, was skipped or died, or waits for what a returned rank never does: the
+    peer grace started) lets them go at once: their tearDown and their group's closing then wake a peer
+    stuck on them instead of the grace ending, and none is held longer than the grace.
+
+    Example::
+
+        teardown_call(2, {0}, (), trouble=False)     # None: rank 1 is still in the body
+        teardown_call(2, {0, 1}, (), trouble=False)  # Go()
+        teardown_call(2, {0}, {1}, trouble=False)    # Go(): rank 1 left
+        teardown_call(2, {0}, (), trouble=True)      # Go(): rank 1's trouble started the grace
+    """
+    if not ended:
+        return None
+    if trouble or set(range(world_size)) <= set(ended) | set(left):
+        return Go()
+    return None
 
 
 #: seconds a process group waits in a collective beyond the test's own time limit: the harness's limit,

@@ -43,7 +43,7 @@ from harness.shared.grace import PeerGrace, Trouble
 from harness.torchrun.job_store import Collectives, Example, JobOver, JobStore, Keys, Leaving, Seed, Steps, TempDir
 from harness.shared.outcome import PASSED, TIMEOUT, RankResult, tidy_stack
 from harness.shared.placement import Placement, choose_placement
-from harness.shared.protocol import Done, Go, Meet, Stop, Task, meeting_call
+from harness.shared.protocol import BodyEnded, Done, Go, Meet, Stop, Task, meeting_call, teardown_call
 from harness.ranks.task import RankContext, run_task
 from harness.judging.verdict import Facts, judge
 from harness.shared.world import World, Worlds
@@ -232,7 +232,10 @@ class LaunchedJob(World, Worlds):
         if self.rank == 0:
             self.store.post(keys.seed, Seed(int.from_bytes(os.urandom(8), "little")))
         fn._hypothesis_internal_use_seed = self.store.read(keys.seed).value
-        fn._harness_settings_overrides = {"database": None}
+        # A drawn world of another size than the launched one is filtered out (harness.parent.testrun): not too much
+        from hypothesis import HealthCheck
+
+        fn._harness_settings_overrides = {"database": None, "suppress_health_check": [HealthCheck.filter_too_much]}
 
     def same_example(self, kwargs: dict[str, Any], test_id: str) -> dict[str, Any]:
         """Every rank draws its own example from the same seed (start_examples): rank 0's must be it."""
@@ -271,6 +274,7 @@ class LaunchedJob(World, Worlds):
         arrival = _Arrival(self.store, keys)
         self.ctx.meet = self._meeting(keys, grace)
         self.ctx.notice = arrival.failing
+        self.ctx.body_ended = self._body_end(keys, timeout, grace)
         try:
             result = run_task(task, self.ctx)
         finally:
@@ -330,6 +334,40 @@ class LaunchedJob(World, Worlds):
                 time.sleep(0.02)
 
         return meet
+
+    def _body_end(self, keys: Keys, timeout: float, grace: PeerGrace) -> Any:
+        """The body ended here: wait, through the store, until every rank ended it (or left) before tearDown.
+
+        The pool's rule (shared.protocol.teardown_call): a body that did not pass, here or on a peer, lets the ranks
+        go at once, so that no rank is held for a peer in trouble. While it waits, this rank is not the one that
+        hangs: its watchdog stands aside, and the wait ends when the peers' time limit and the grace would
+        have posted their results (a hung peer's watchdog posts one)."""
+
+        def body_ended(status: str) -> None:
+            self.store.post(keys.body_ended(self.rank), BodyEnded(status))
+            with self.lock:
+                running, self.current = self.current, None
+            try:
+                deadline = time.monotonic() + grace.wait_for_results(timeout)
+                others = [r for r in range(self.world_size) if r != self.rank]
+                while time.monotonic() < deadline:
+                    ended, left, trouble = {self.rank}, set(), status != PASSED
+                    for r in others:
+                        if self.store.has(keys.result(r)):
+                            left.add(r)
+                            continue
+                        theirs = self.store.read_posted(keys.body_ended(r))
+                        if theirs is not None:
+                            ended.add(r)
+                            trouble = trouble or theirs.status != PASSED
+                    if teardown_call(self.world_size, ended, left, trouble) is not None:
+                        return
+                    time.sleep(0.02)
+            finally:
+                with self.lock:
+                    self.current = running
+
+        return body_ended
 
     def _collect(self, keys: Keys, wait_s: float) -> list[RankResult]:
         """Every rank's result from the store; short polls so SIGTERM from torchrun is handled at once."""

@@ -127,6 +127,10 @@ class Keys:
         this key is there exactly when ``rank`` reached meeting ``index`` (or went past it)."""
         return f"{self.prefix}/meet/{index}/{rank}"
 
+    def body_ended(self, rank: int) -> str:
+        """Where ``rank`` says its test body ended (protocol.BodyEnded), before its tearDown waits for the others."""
+        return f"{self.prefix}/body/{rank}"
+
     def collectives(self, rank: int) -> str:
         return f"{self.prefix}/fr/{rank}"
 

@@ -1,36 +1,50 @@
-"""A test written for GPUs that fails on CPU, where it ran for want of GPUs, says so on the failure; a rank that
-fails and then waits in its cleanup costs the peer grace, not the timeout: tests/compat/cx_gpu_failure.py."""
+"""A test written for GPUs that fails on CPU, where it ran for want of GPUs, is a skip that says what was tried
+(HARNESS_DEVICE=cpu: a failure); a rank that fails and then waits in its cleanup costs the peer grace, not the
+timeout: tests/compat/cx_gpu_failure.py."""
 import unittest
 
 from tests._support import FixtureTestCase
 
-NOTE = ("Note: this test asks for 2 GPUs (skip_if_lt_x_gpu(2)) and ran on CPU/gloo for want of them (this machine "
-        "has no GPU).")
+TRIED = "tried on CPU for want of them"
 
 
 class TestGpuWrittenFailure(FixtureTestCase):
+    """On CPU for want of GPUs (HARNESS_DEVICE=auto): a test that asks for GPUs and fails there is a skip."""
+
     ARGS = ["tests.compat.cx_gpu_failure", "-v"]
     ENV = {"CUDA_VISIBLE_DEVICES": "", "HARNESS_PEER_GRACE": "2"}
 
-    def test_failures_stay_failures(self):
+    def test_failures_of_tests_written_for_gpus_are_skips(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
-        self.assertInReport("FAILED (errors=3)")
+        self.assertInReport("FAILED (errors=1, skipped=2)")
 
-    def test_the_note_is_on_the_failure_under_its_first_line(self):
-        text = self.r.section("ERROR: test_bf16_batch_norm")
-        first, second = text.strip().splitlines()[:2]
-        self.assertIn("raised on cpu/gloo: RuntimeError: mixed dtype (CPU)", first)
-        self.assertTrue(second.startswith(NOTE), second)
-        self.assertIn("CX-BF16-BN", text)
+    def test_the_skip_says_what_was_tried(self):
+        self.assertMatchesReport(r"test_bf16_batch_norm \(.*\) \.\.\. skipped 'needs 2 GPUs \(skip_if_lt_x_gpu\(2\)\); "
+                                 rf"{TRIED}: rank [01]: RuntimeError: mixed dtype \(CPU\)")
+        self.assertMatchesReport(r"test_fails_then_waits_in_teardown \(.*\) \.\.\. skipped 'needs 2 GPUs "
+                                 rf"\(skip_if_lt_x_gpu\(2\)\); {TRIED}: rank 1: RuntimeError: CX-RANK1-FAILED")
 
-    def test_no_note_when_the_test_did_not_ask_for_gpus(self):
+    def test_the_same_failure_in_a_test_not_written_for_gpus_stays_a_failure(self):
         text = self.r.section("ERROR: test_same_failure_not_written_for_gpus")
-        # the same failure, reported where the note would go, and no note
         first, second = text.strip().splitlines()[:2]
         self.assertIn("test_same_failure_not_written_for_gpus [rank ", first)
         self.assertIn("raised on cpu/gloo: RuntimeError: mixed dtype (CPU)", first)
         self.assertFalse(second.startswith("Note:"), second)
-        self.assertNotIn("Note: this test asks for", text)
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
+class TestGpuWrittenFailureUnderDeviceCpu(FixtureTestCase):
+    """HARNESS_DEVICE=cpu: they are failures, and a rank that fails then waits in a cleanup costs the grace."""
+
+    ARGS = ["tests.compat.cx_gpu_failure", "-v"]
+    ENV = {"CUDA_VISIBLE_DEVICES": "", "HARNESS_PEER_GRACE": "2", "HARNESS_DEVICE": "cpu"}
+
+    def test_failures_stay_failures(self):
+        self.assertEqual(self.r.returncode, 1, self.r.describe())
+        self.assertInReport("FAILED (errors=3)")
+        self.assertNotIn(TRIED, self.r.output)
 
     def test_failure_then_waiting_rank_costs_the_peer_grace(self):
         text = self.r.section("ERROR: test_fails_then_waits_in_teardown")

@@ -14,7 +14,7 @@ class _Checks:
         self.assertNotEqual(self.r.returncode, 0, self.r.describe())
         for name in ("test_threads_share_module_state", "test_env_change_a", "test_env_change_b", "test_add"):
             self.assertNotRegex(self.r.output, rf"(FAIL|ERROR):? .*{name}\b")
-        self.assertRegex(self.r.output, r"6 failed|failures=2, errors=4")
+        self.assertRegex(self.r.output, r"5 failed|failures=1, errors=4")
 
     def test_a_failing_thread_is_the_root_cause_and_its_peers_one_line_each(self):
         m = self.assertMatchesReport(r"test_fails_on_rank_2 \[rank 2/4\] failed on threads \(cpu\): "
@@ -42,9 +42,11 @@ class _Checks:
                                  r"broadcast, rank 1 called all_reduce")
 
     def test_a_thread_test_written_for_gpus_that_fails_on_cpu_says_so(self):
-        m = self.assertMatchesReport(r"test_fails_on_cpu \[rank \d/4\] failed on threads \(cpu\): AssertionError: CX-GPU-ONLY")
-        self.assertRegex(self.r.output[m.end():], r"Note: this test asks for 4 GPUs \(skip_if_lt_x_gpu\(2\)\) and ran as "
-                                                  r"threads on CPU for want of them")
+        if self.FRONT_END == PYTEST:  # -q shows no skip reason: the end-of-run notes count it
+            self.assertMatchesReport(r"1 x asked for GPUs and failed when tried on CPU for want of them .*test_fails_on_cpu")
+            return
+        self.assertMatchesReport(r"needs 4 GPUs \(skip_if_lt_x_gpu\(2\)\); tried on CPU for want of them: rank \d: "
+                                 r"AssertionError: CX-GPU-ONLY")
 
     def test_the_runner_line_says_threads(self):
         if self.FRONT_END == THE_RUNNER:

@@ -121,5 +121,25 @@ class TestBadInput(unittest.TestCase):
         self.assertIn(" end", text)
 
 
+class TestSkipsInThePage(unittest.TestCase):
+    def test_a_gpu_test_that_failed_on_cpu_is_its_own_outcome_with_what_was_tried(self):
+        tried = ("needs 2 GPUs (skip_if_lt_x_gpu(2)); tried on CPU for want of them: rank 1: TypeError: device(): "
+                 "argument 'index' must be int, not str (t.py:12)")
+        page = render([Entry("m.T.test_gpu", "m", "m.T", "test_gpu", Status.SKIPPED, 0.1, "cpu/gloo", 2, reason=tried),
+                       Entry("m.T.test_own", "m", "m.T", "test_own", Status.SKIPPED, 0.0, reason="not today")])
+        row = re.search(r'<tr data-outcome="tried-on-cpu" data-name="m.T.test_gpu">.*?</tr>', page).group(0)
+        self.assertIn("tried on CPU for want of them: rank 1: TypeError", html_unescape(row))
+        self.assertIn('class="s-tried-on-cpu">tried on cpu<', row)
+        own = re.search(r'<tr data-outcome="skipped" data-name="m.T.test_own">.*?</tr>', page).group(0)
+        self.assertIn("not today", own)
+        self.assertIn('value="tried-on-cpu" checked> tried-on-cpu (1)', page)
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -14,7 +14,7 @@ from harness.errors import RankAbort, RankError, RankFailure
 from harness.judging.notes import Notes, TestRecord
 from harness.shared.outcome import ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult, SubtestOutcome
 from harness.shared.placement import Placement, choose_placement
-from harness.judging.verdict import NEEDS_CUDA, NEEDS_NCCL, OWN, PLACEMENT, UPSTREAM, Facts, judge
+from harness.judging.verdict import NEEDS_CUDA, NEEDS_NCCL, OWN, PLACEMENT, TRIED_ON_CPU, UPSTREAM, Facts, judge
 
 TEST = "mod.TestX.test_y"
 NO_CUDA = ("AssertionError", "Torch not compiled with CUDA enabled")
@@ -96,15 +96,30 @@ class TestJudge(unittest.TestCase):
         self.assertFalse(v.abort)
         hung = judge([failed(0), RankResult(1, TIMEOUT, message="timed out")], facts(), example={"seed": 7})
         self.assertTrue(hung.abort)
+        # a peer killed after the grace, stuck in a collective the failing rank never reached: shrunk as usual
+        stuck = judge([failed(0), RankResult(1, KILLED, message="killed after the peer grace")], facts(),
+                      example={"seed": 7})
+        self.assertEqual((stuck.status, stuck.root_rank, stuck.abort), (FAILED, 0, False))
 
     def test_notes_go_under_the_head_line(self):
-        v = judge([failed(0), RankResult(1, PASSED)],
-                  facts(cpu(shortfall=True), gpus_asked=2, triage="fails in fresh ranks too"))
-        self.assertTrue(v.lines[0].startswith(f"{TEST} [rank 0/2] failed on cpu/gloo"), v.lines[0])
+        shared = Placement("cuda", 2, "needs 2 GPUs, found 1", shared=True, gpus=1, shortfall=True)
+        v = judge([failed(0), RankResult(1, PASSED)], facts(shared, gpus_asked=2, gpus_found=1,
+                                                            triage="fails in fresh ranks too"))
+        self.assertTrue(v.lines[0].startswith(f"{TEST} [rank 0/2] failed on cuda-shared/gloo"), v.lines[0])
         self.assertTrue(v.lines[1].startswith("Note: this test asks for 2 GPUs (skip_if_lt_x_gpu(2)) and ran on "
-                                              "CPU/gloo"), v.lines[1])
+                                              "1 GPU its ranks shared"), v.lines[1])
         self.assertEqual(v.lines[2], "Triage: fails in fresh ranks too")
         self.assertEqual(judge([failed(0), RankResult(1, PASSED)], facts(cpu(shortfall=True))).lines[1], "")
+
+    def test_a_test_that_asks_for_gpus_and_fails_on_cpu_for_want_of_them_is_a_skip_saying_what_was_tried(self):
+        for asked in ({"gpus_asked": 2}, {"sized_by_devices": True}):
+            v = judge([failed(0), RankResult(1, PASSED)], facts(cpu(shortfall=True), **asked))
+            self.assertEqual((v.status, v.skip, v.gpu), (SKIPPED, TRIED_ON_CPU, True), v.lines)
+            self.assertRegex(v.reason, r"^needs 2 GPUs \((skip_if_lt_x_gpu\(2\)|its world size follows the device "
+                                       r"count)\); tried on CPU for want of them: rank 0: AssertionError: 1 != 2")
+        # CPU asked for (HARNESS_DEVICE=cpu: no shortfall), or no GPU asked for: a failure
+        self.assertEqual(judge([failed(0), RankResult(1, PASSED)], facts(cpu(), gpus_asked=2)).status, FAILED)
+        self.assertEqual(judge([failed(0), RankResult(1, PASSED)], facts(cpu(shortfall=True))).status, FAILED)
 
     def test_leaving_the_process_altered_fails_the_ranks_that_did_when_asked_and_only_in_the_verdict(self):
         results = [RankResult(0, PASSED, altered=["a thread left running"]), RankResult(1, PASSED)]
