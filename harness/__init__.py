@@ -15,7 +15,8 @@ from harness.classes.dynamo import (DistributedTestBase, DynamoDistributedMultiP
                                     DynamoDistributedSingleProcTestCase)
 from harness.testing.parametrize import decorateIf, instantiate_parametrized_tests, parametrize, subtest
 from harness.testing.requirements import (get_devtype, requires_accelerator_dist_backend, requires_gloo, requires_nccl,
-                                          requires_world_size, retry_on_connect_failures, skip_if_odd_worldsize,
+                                          requires_world_size, get_required_world_size,
+                                          retry_on_connect_failures, skip_if_odd_worldsize,
                                           skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
                                           skip_unless_torch_gpu, with_dist_debug_levels)
 from harness import moved as _moved
@@ -62,6 +63,8 @@ __all__ = [
     "requires_gloo",
     "requires_accelerator_dist_backend",
     "requires_world_size",
+    "get_required_world_size",
+    "spawn_threads_and_init_comms",
     "skip_if_odd_worldsize",
     "skip_if_small_worldsize",
     "retry_on_connect_failures",
@@ -77,6 +80,10 @@ __all__ = [
     "MLP",
     "MLPStack",
     "DoubleLinear",
+    "NestedWrappedModule",
+    "TransformerWithSharedParams",
+    "FSDPInitMode",
+    "DEVICEInitMode",
     "MLPModule",
     "MLPStacked",
     "ModelArgs",
@@ -89,7 +96,10 @@ __all__ = [
 #: names computed when first read (the machine's flags, and what needs torch imported): ``import harness``
 #: stays free of torch in the processes that only run the tests' parent side
 _LAZY = {"FakeStore": "harness.testing.fake_store", "map_local_for_rank": "harness.testing.local_ranks",
-         **{name: "harness.models" for name in ("MLP", "MLPStack", "DoubleLinear", "MLPModule", "MLPStacked",
+         "spawn_threads_and_init_comms": "harness.inprocess.threaded",
+         **{name: "harness.models" for name in ("MLP", "MLPStack", "DoubleLinear", "NestedWrappedModule",
+                                                 "TransformerWithSharedParams", "FSDPInitMode", "DEVICEInitMode",
+                                                 "MLPModule", "MLPStacked",
                                                  "ModelArgs", "Transformer", "TransformerBlock", "Attention",
                                                  "FeedForward")}}
 

@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any
 
 import torch
@@ -19,7 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-__all__ = ["MLP", "MLPStack", "DoubleLinear", "MLPModule", "MLPStacked", "ModelArgs", "Attention", "FeedForward",
+__all__ = ["MLP", "MLPStack", "DoubleLinear", "FSDPInitMode", "DEVICEInitMode", "NestedWrappedModule",
+           "TransformerWithSharedParams", "MLPModule", "MLPStacked", "ModelArgs", "Attention", "FeedForward",
            "TransformerBlock", "Transformer"]
 
 
@@ -108,6 +110,179 @@ class DoubleLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> Any:
         first = self.relu(self.lin1(x))
         return (first, self.relu(self.lin2(x))) if self.use_second_linear else first
+
+
+class FSDPInitMode(enum.Enum):
+    """How the FSDP1 test models wrap themselves: ``NO_FSDP`` (plain modules) or ``RECURSIVE`` (FSDP inside)."""
+
+    NO_FSDP = enum.auto()
+    RECURSIVE = enum.auto()
+
+
+class DEVICEInitMode(enum.Enum):
+    """When the FSDP1 test models move to the ranks' device: before FSDP wraps them, after, or never (CPU)."""
+
+    DEVICE_BEFORE = enum.auto()
+    DEVICE_AFTER = enum.auto()
+    DEVICE_NEVER = enum.auto()
+
+
+def _rank_device() -> str:
+    """The device type the ranks use (``cpu`` where they run on CPU), where upstream's models use the accelerator's."""
+    from harness.testing.requirements import get_devtype
+
+    return get_devtype().type
+
+
+def _fsdp1() -> Any:
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    return FullyShardedDataParallel
+
+
+class NestedWrappedModule(nn.Module):
+    """FSDP1's nested test model: ``module`` is a Sequential of Linear(8, 4), a Sequential of Linear(4, 16)
+    and Linear(16, 16), Linear(16, 4), Linear(4, 8); with ``wrap_fsdp`` the inner Sequential, its first
+    Linear and the Linear(16, 4) are FSDP1 instances on ``group`` (``fsdp_kwargs`` passed on).
+    ``deterministic`` seeds 0 before building; ``DEVICE_BEFORE`` builds the linears on the ranks' device.
+
+    Example::
+
+        model = NestedWrappedModule.init(self.process_group, FSDPInitMode.RECURSIVE, DEVICEInitMode.DEVICE_AFTER)
+        loss = model.get_loss(inp := model.get_input(self.device_type), model(*inp))
+    """
+
+    def __init__(self, group: Any, wrap_fsdp: bool, device_init_mode: DEVICEInitMode, deterministic: bool,
+                 **fsdp_kwargs: Any) -> None:
+        super().__init__()
+        self.rank = group.rank()
+        self.world_size = group.size()
+        device = _rank_device() if device_init_mode == DEVICEInitMode.DEVICE_BEFORE else None
+
+        def linear(n_in: int, n_out: int) -> nn.Module:
+            layer = nn.Linear(n_in, n_out)
+            return layer.to(device) if device is not None else layer
+
+        def wrap(layer: nn.Module) -> nn.Module:
+            return _fsdp1()(layer, group, **fsdp_kwargs) if wrap_fsdp else layer
+
+        if deterministic:
+            torch.manual_seed(0)
+        # built in upstream's order, so a seeded model draws the same weights
+        first = linear(8, 4)
+        inner = wrap(nn.Sequential(wrap(linear(4, 16)), linear(16, 16)))
+        third = wrap(linear(16, 4))
+        self.module = nn.Sequential(first, inner, third, linear(4, 8))
+
+    def get_input(self, device: Any) -> tuple[torch.Tensor, ...]:
+        """One (4, 8) batch, seeded by the rank (each rank its own, the same every call)."""
+        torch.manual_seed(1 + self.rank)
+        return (torch.rand(4, 8, device=device),)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.module(x)
+
+    def get_loss(self, input: Any, output: torch.Tensor) -> torch.Tensor:
+        return output.sum()
+
+    def run_backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    @staticmethod
+    def init(group: Any, fsdp_init_mode: FSDPInitMode, device_init_mode: DEVICEInitMode,
+             fsdp_kwargs: dict[str, Any] | None = None, deterministic: bool = False) -> nn.Module:
+        """``NO_FSDP``: the plain model; ``RECURSIVE``: its inner modules wrapped, not the whole (wrap it
+        yourself); ``DEVICE_AFTER`` moves it to the ranks' device once built."""
+        fsdp_kwargs = dict(fsdp_kwargs or {})
+        if fsdp_init_mode == FSDPInitMode.NO_FSDP:
+            return NestedWrappedModule(group, wrap_fsdp=False, device_init_mode=device_init_mode,
+                                       deterministic=deterministic)
+        if fsdp_init_mode == FSDPInitMode.RECURSIVE:
+            model = NestedWrappedModule(group, wrap_fsdp=True, device_init_mode=device_init_mode,
+                                        deterministic=deterministic, **fsdp_kwargs)
+            return model.to(_rank_device()) if device_init_mode == DEVICEInitMode.DEVICE_AFTER else model
+        raise ValueError(f"NestedWrappedModule.init: unsupported FSDPInitMode {fsdp_init_mode!r}")
+
+
+class TransformerWithSharedParams(nn.Module):
+    """FSDP1's transformer test model: ``embed_tokens`` (23 x 16) whose weight ``output_proj`` (16 -> 23)
+    shares, an ``nn.Transformer`` (d_model 16, 2 encoder and 2 decoder layers, feed-forward 8, dropout 0.1),
+    the buffers ``vocab_bias`` (ones) and ``long_buffer`` (int64 zeros), and ``bn`` (BatchNorm1d over the
+    batch of 2 with ``add_bn``, else Identity). ``deterministic`` seeds 0 and puts it in eval mode.
+
+    Example::
+
+        model = TransformerWithSharedParams.init(group, FSDPInitMode.RECURSIVE, DEVICEInitMode.DEVICE_AFTER)
+    """
+
+    def __init__(self, group: Any, device_init_mode: DEVICEInitMode, add_bn: bool, deterministic: bool) -> None:
+        super().__init__()
+        self.rank = group.rank()
+        self.world_size = group.size()
+        if deterministic:
+            torch.manual_seed(0)
+        vocab, width = 23, 16
+        self.embed_tokens = nn.Embedding(vocab, width)
+        self.transformer = nn.Transformer(d_model=width, num_encoder_layers=2, num_decoder_layers=2,
+                                          dim_feedforward=8, dropout=0.1)
+        self.output_proj = nn.Linear(width, vocab)
+        self.output_proj.weight = self.embed_tokens.weight  # the shared parameter
+        self.register_buffer("vocab_bias", torch.ones(width))
+        self.register_buffer("long_buffer", torch.zeros(width, dtype=torch.long))
+        self.bs = 2
+        self.bn: nn.Module = nn.BatchNorm1d(self.bs) if add_bn else nn.Identity()
+        if device_init_mode == DEVICEInitMode.DEVICE_BEFORE:
+            self.to(_rank_device())
+        if deterministic:
+            self.eval()
+
+    def get_input(self, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(src, tgt)`` token ids, time-major: (6, 2) and (4, 2)."""
+        torch.manual_seed(1 + self.rank)
+        return (torch.arange(12, device=device).view(6, self.bs), torch.arange(self.bs * 4, device=device).view(4, self.bs))
+
+    def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
+        src = self.embed_tokens(src_ids)
+        src = src + self.vocab_bias + self.long_buffer.type_as(src)
+        tgt = self.bn(self.embed_tokens(tgt_ids))
+        return self.output_proj(self.transformer(src, tgt))
+
+    def get_loss(self, input: Any, output: torch.Tensor) -> torch.Tensor:
+        _, tgt = input
+        return F.cross_entropy(output.view(-1, output.size(-1)), tgt.view(-1), reduction="sum")
+
+    def run_backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def get_ignored_modules(self) -> list[nn.Module]:
+        return [self.transformer]
+
+    @staticmethod
+    def init(group: Any, fsdp_init_mode: FSDPInitMode, device_init_mode: DEVICEInitMode,
+             fsdp_kwargs: dict[str, Any] | None = None, deterministic: bool = False, add_bn: bool = True) -> nn.Module:
+        """``NO_FSDP``: the plain model; ``RECURSIVE``: FSDP1 around it, each encoder and decoder layer its own
+        unit unless ``fsdp_kwargs`` gives an ``auto_wrap_policy``. ``group`` may be a pair (intra-node,
+        inter-node) for hybrid sharding, the first building the model."""
+        fsdp_kwargs = dict(fsdp_kwargs or {})
+        model_group = group[0] if isinstance(group, tuple) else group
+        if fsdp_init_mode == FSDPInitMode.NO_FSDP:
+            return TransformerWithSharedParams(model_group, device_init_mode, add_bn, deterministic)
+        if fsdp_init_mode != FSDPInitMode.RECURSIVE:
+            raise ValueError(f"TransformerWithSharedParams.init: unsupported FSDPInitMode {fsdp_init_mode!r}")
+        from torch.distributed.fsdp import ShardingStrategy
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+        if "auto_wrap_policy" in fsdp_kwargs:  # given, even as None (no auto wrapping), it is used as given
+            policy = fsdp_kwargs.pop("auto_wrap_policy")
+        else:
+            policy = ModuleWrapPolicy({nn.TransformerEncoderLayer, nn.TransformerDecoderLayer})
+        hybrid = fsdp_kwargs.get("sharding_strategy") in {ShardingStrategy.HYBRID_SHARD,
+                                                           ShardingStrategy._HYBRID_SHARD_ZERO2}
+        # a hybrid strategy given one group makes its own pair of groups (FSDP's default); a pair is passed on
+        fsdp_group = None if hybrid and not isinstance(group, tuple) else group
+        model = TransformerWithSharedParams(model_group, device_init_mode, add_bn, deterministic)
+        wrapped = _fsdp1()(model, fsdp_group, auto_wrap_policy=policy, **fsdp_kwargs)
+        return wrapped.to(_rank_device()) if device_init_mode == DEVICEInitMode.DEVICE_AFTER else wrapped
 
 
 # ---- DTensor's (upstream's common_dtensor) -------------------------------------------------------

@@ -15,12 +15,14 @@ _DISTRIBUTED = frozenset({"MultiProcessTestCase", "MultiProcContinuousTest", "Mu
                           "DynamoDistributedMultiProcTestCase", "DynamoDistributedSingleProcTestCase",
                           "skip_if_win32", "skip_if_rocm_multiprocess", "requires_nccl", "requires_gloo",
                           "requires_accelerator_dist_backend", "requires_world_size", "skip_if_odd_worldsize",
-                          "skip_if_small_worldsize", "with_dist_debug_levels"})
+                          "skip_if_small_worldsize", "with_dist_debug_levels", "get_required_world_size",
+                          "spawn_threads_and_init_comms"})
 # common_utils's names distributed files take (common_distributed and the others re-export a few of them)
 _UTILS = frozenset({"run_tests", "TestCase", "parametrize", "instantiate_parametrized_tests", "subtest", "decorateIf",
                     "TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ASAN", "TEST_WITH_TSAN", "TEST_WITH_ROCM", "TEST_CUDA",
                     "retry_on_connect_failures"})
-_FSDP_MODELS = frozenset({"MLP", "MLPStack", "DoubleLinear"})
+_FSDP_MODELS = frozenset({"MLP", "MLPStack", "DoubleLinear", "NestedWrappedModule", "TransformerWithSharedParams",
+                          "FSDPInitMode", "DEVICEInitMode"})
 _DTENSOR_MODELS = frozenset({"MLPModule", "MLPStacked", "ModelArgs", "Transformer", "TransformerBlock", "Attention",
                              "FeedForward"})
 

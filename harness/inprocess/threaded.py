@@ -28,7 +28,7 @@ from harness.shared.errors import UsageError
 from harness.shared.outcome import ERROR, FAILED, PASSED, SKIPPED, TIMEOUT, RankResult, capture_exception
 from harness.parent.run import Run, run_for
 
-__all__ = ["THREADS", "run_threaded", "spawn_threads", "threads_reason"]
+__all__ = ["THREADS", "run_threaded", "spawn_threads", "spawn_threads_and_init_comms", "threads_reason"]
 
 #: the placement label of a test whose ranks are threads of one process
 THREADS = "threads"
@@ -355,3 +355,103 @@ def _installed_open(threads: _Threads) -> bool:
     from harness.inprocess import threaded_pg
 
     return threaded_pg._current is threads.world
+
+
+def spawn_threads_and_init_comms(func: Any = None, timeout: float | None = None, world_size: int = 4) -> Any:
+    """Upstream's decorator for a test method of any ``TestCase``: the method runs once in each of
+    ``world_size`` threads of the process that runs the test, each thread a rank with its own default group
+    (the harness's in-process ``harness_threaded`` backend), all sharing ``self``; ``dist.get_rank()`` tells
+    them apart.
+
+    The test fails when a thread rank fails (the first failure, its rank named in a note) and when a rank
+    waits in a collective, or runs, past ``timeout`` seconds (default: ``HARNESS_TIMEOUT``, else the
+    harness's default); it is skipped when every rank skips.
+
+    Example::
+
+        class TestObjects(TestCase):
+            @spawn_threads_and_init_comms(world_size=4)
+            def test_broadcast_object_list(self):
+                box = [dist.get_rank()]
+                dist.broadcast_object_list(box, src=0)
+                self.assertEqual(box, [0])
+    """
+    if func is None:
+        return functools.partial(spawn_threads_and_init_comms, timeout=timeout, world_size=world_size)
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise UsageError(f"@spawn_threads_and_init_comms(world_size={world_size!r}) on {func.__qualname__}: "
+                         "the world size must be an int >= 1")
+
+    @functools.wraps(func)
+    def threads_test(self: Any, *args: Any, **kwargs: Any) -> None:
+        __tracebackhide__ = True
+        from harness.shared.config import settings
+
+        limit = float(timeout) if timeout is not None else settings().timeout_for(None, self.id())
+        outcomes = _run_thread_ranks(lambda: func(self, *args, **kwargs), world_size, limit, self.id())
+        _raise_first(outcomes, world_size, self.id())
+
+    return threads_test
+
+
+def _run_thread_ranks(body: Any, world_size: int, limit: float, test_id: str) -> dict[int, BaseException | None]:
+    """Run ``body`` on ``world_size`` thread ranks, each with its default group; each rank's exception (None: passed)."""
+    import torch.distributed as dist
+
+    from harness.inprocess import threaded_pg
+
+    outcomes: dict[int, BaseException | None] = {}
+    world = threaded_pg.ThreadWorld(world_size, limit)
+
+    def rank_main(rank: int, store: Any) -> None:
+        threaded_pg.bind(rank)
+        try:
+            dist.init_process_group(threaded_pg.BACKEND, rank=rank, world_size=world_size, store=store)
+            body()
+            outcomes[rank] = None
+        except BaseException as exc:  # every rank's outcome is data; the first failure is raised in the test
+            outcomes[rank] = exc
+            if not isinstance(exc, unittest.SkipTest):
+                world.abort(f"rank {rank} failed: {type(exc).__name__}")
+        finally:
+            _drop_thread_modes()
+            threaded_pg.unbind()
+
+    with threaded_pg.installed(world):
+        store = _hash_store()
+        threads = [threading.Thread(target=rank_main, args=(rank, store), daemon=True,
+                                    name=f"{test_id} [rank {rank}/{world_size}]") for rank in range(world_size)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + limit + 5.0  # a rank in a collective times out there first
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = [rank for rank, thread in enumerate(threads) if thread.is_alive()]
+        if stuck:
+            world.abort(f"rank(s) {stuck} did not finish")
+            for thread in threads:
+                thread.join(2.0)
+            for rank in stuck:
+                where = threaded_pg.current_collective(rank)
+                outcomes.setdefault(rank, TimeoutError(
+                    f"rank {rank}/{world_size} timed out after {limit:g} s"
+                    + (f" in {where}" if where else " outside any collective")
+                    + " (the thread cannot be stopped: it is left running; set HARNESS_TIMEOUT to raise)"))
+    return outcomes
+
+
+def _raise_first(outcomes: dict[int, BaseException | None], world_size: int, test_id: str) -> None:
+    """Raise the failure of the lowest failing rank, one a peer's failure did not cause if there is one."""
+    from harness.inprocess.threaded_pg import CollectiveError
+
+    failures = {rank: exc for rank, exc in outcomes.items() if exc is not None and not isinstance(exc, unittest.SkipTest)}
+    if failures:
+        own = {rank: exc for rank, exc in failures.items() if not isinstance(exc, CollectiveError)}
+        rank, exc = min((own or failures).items())
+        others = sorted(set(failures) - {rank})
+        exc.add_note(f"{test_id}: thread rank {rank} of {world_size} (spawn_threads_and_init_comms)"
+                     + (f"; rank(s) {others} failed too" if others else ""))
+        raise exc
+    skips = [exc for exc in outcomes.values() if isinstance(exc, unittest.SkipTest)]
+    if len(skips) == world_size:
+        raise skips[0]

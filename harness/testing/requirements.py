@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 from harness.shared.errors import UsageError
 
 __all__ = ["FLAGS", "flag", "get_devtype", "skip_unless_torch_gpu", "skip_if_win32", "skip_if_rocm_multiprocess", "requires_nccl",
-           "requires_gloo", "requires_accelerator_dist_backend", "requires_world_size", "skip_if_odd_worldsize",
+           "requires_gloo", "requires_accelerator_dist_backend", "requires_world_size", "get_required_world_size", "skip_if_odd_worldsize",
            "skip_if_small_worldsize", "retry_on_connect_failures", "with_dist_debug_levels", "WORLD_SIZE_ATTR"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -142,13 +142,21 @@ def requires_accelerator_dist_backend(backends: Sequence[str] | None = None) -> 
 
 
 def requires_world_size(n: int) -> Callable[[F], F]:
-    """Run the test with ``n`` ranks, as on a machine with ``n`` GPUs: on fewer the harness runs it on CPU
-    (as ``skip_if_lt_x_gpu(n)``), where upstream skips it.
+    """Mark the test as needing ``n`` ranks, one GPU each, as upstream's does: the mark is what
+    :func:`get_required_world_size` reads; the world size itself is still the class's ``world_size`` (upstream's
+    harness reads no mark either), so a class that sizes its world per test returns
+    ``get_required_world_size(self, default)`` from it. On fewer than ``n`` GPUs the harness runs the test on
+    CPU, as ``skip_if_lt_x_gpu(n)`` (upstream skips it).
 
     Example::
 
-        @requires_world_size(4)
-        def test_four(self): ...
+        class TestGroups(MultiProcessTestCase):
+            @property
+            def world_size(self):
+                return get_required_world_size(self, 2)
+
+            @requires_world_size(4)
+            def test_four(self): ...       # 4 ranks; the class's other tests 2
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise UsageError(f"requires_world_size({n!r}): the world size must be an int >= 1")
@@ -160,6 +168,22 @@ def requires_world_size(n: int) -> Callable[[F], F]:
         return fn
 
     return mark
+
+
+def get_required_world_size(test: Any, default: int) -> int:
+    """The world size ``@requires_world_size(n)`` asked for on the test method ``test`` runs now, else ``default``
+    (upstream's helper, for a class's ``world_size`` property).
+
+    Example::
+
+        @property
+        def world_size(self):
+            return get_required_world_size(self, 2)
+    """
+    name = getattr(test, "_testMethodName", None)
+    method = getattr(test, name, None) if isinstance(name, str) else None
+    value = getattr(method, WORLD_SIZE_ATTR, None)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def _rank_world(args: tuple[Any, ...], name: str) -> int:

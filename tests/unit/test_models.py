@@ -70,5 +70,69 @@ class TestSameAsUpstream(unittest.TestCase):
             ours.TransformerBlock(ours.ModelArgs(num_experts=2))
 
 
+class TestFSDP1ModelsSameAsUpstream(unittest.TestCase):
+    """NestedWrappedModule and TransformerWithSharedParams: built on a real one-rank gloo group (their constructors
+    read its rank and size), plain and wrapped in FSDP1 on CPU."""
+
+    @classmethod
+    def setUpClass(cls):
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            raise unittest.SkipTest("this process already has a default group")
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        cls.group = dist.group.WORLD
+
+    @classmethod
+    def tearDownClass(cls):
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def _pair(self, name, fsdp_mode, **kwargs):
+        fsdp, _ = _upstream()
+        theirs = getattr(fsdp, name).init(self.group, getattr(fsdp.FSDPInitMode, fsdp_mode),
+                                          fsdp.DEVICEInitMode.DEVICE_NEVER, **kwargs)
+        mine = getattr(ours, name).init(self.group, getattr(ours.FSDPInitMode, fsdp_mode),
+                                        ours.DEVICEInitMode.DEVICE_NEVER, **kwargs)
+        return theirs, mine
+
+    def test_same_parameters_buffers_and_output(self):
+        import warnings
+
+        for name in ("NestedWrappedModule", "TransformerWithSharedParams"):
+            for mode, kwargs in (("NO_FSDP", {}), ("RECURSIVE", {"fsdp_kwargs": {"device_id": torch.device("cpu")}})):
+                with self.subTest(name=name, mode=mode), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    theirs, mine = self._pair(name, mode, deterministic=True, **kwargs)
+                    self.assertEqual([n for n, _ in theirs.named_parameters()], [n for n, _ in mine.named_parameters()])
+                    self.assertEqual([(k, v.shape, v.dtype) for k, v in theirs.state_dict().items()],
+                                     [(k, v.shape, v.dtype) for k, v in mine.state_dict().items()])
+                    for (k, p), (_, q) in zip(theirs.state_dict().items(), mine.state_dict().items()):
+                        torch.testing.assert_close(q, p, rtol=0, atol=0, msg=k)  # deterministic: seed 0, same order
+                    self.assertEqual(str(theirs), str(mine))  # the same FSDP units around the same modules
+                    inner_theirs = theirs.module if mode == "RECURSIVE" and name != "NestedWrappedModule" else theirs
+                    inner_mine = mine.module if mode == "RECURSIVE" and name != "NestedWrappedModule" else mine
+                    x, y = inner_theirs.get_input("cpu"), inner_mine.get_input("cpu")
+                    for a, b in zip(x, y):
+                        self.assertTrue(torch.equal(a, b))
+                    out_theirs, out_mine = theirs(*x), mine(*y)
+                    torch.testing.assert_close(out_mine, out_theirs, rtol=0, atol=0)
+                    torch.testing.assert_close(inner_mine.get_loss(y, out_mine), inner_theirs.get_loss(x, out_theirs),
+                                               rtol=0, atol=0)
+
+    def test_shared_weight_and_ignored_modules(self):
+        _, mine = self._pair("TransformerWithSharedParams", "NO_FSDP", add_bn=False)
+        self.assertIs(mine.output_proj.weight, mine.embed_tokens.weight)
+        self.assertIsInstance(mine.bn, torch.nn.Identity)
+        self.assertEqual(mine.get_ignored_modules(), [mine.transformer])
+        self.assertTrue(mine.training)  # not deterministic: left in training mode, as upstream's
+
+    def test_an_unknown_init_mode_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "unsupported FSDPInitMode"):
+            ours.NestedWrappedModule.init(self.group, "recursive", ours.DEVICEInitMode.DEVICE_NEVER)
+
+
 if __name__ == "__main__":
     unittest.main()

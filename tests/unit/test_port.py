@@ -13,10 +13,10 @@ SAMPLE = os.path.join(REPO, "tests", "compat", "upstream_sample.py.in")
 
 class TestPortSource(unittest.TestCase):
     def test_splits_one_statement(self):
-        r = port_source("from torch.testing._internal.common_fsdp import FSDPTest, FSDPInitMode as M\n")
-        self.assertEqual(r.new, "from harness import FSDPTest\nfrom torch.testing._internal.common_fsdp import FSDPInitMode as M\n")
+        r = port_source("from torch.testing._internal.common_fsdp import FSDPTest, patch_all_gather as M\n")
+        self.assertEqual(r.new, "from harness import FSDPTest\nfrom torch.testing._internal.common_fsdp import patch_all_gather as M\n")
         self.assertEqual(r.mapped, ["torch.testing._internal.common_fsdp.FSDPTest"])
-        self.assertEqual(r.unmapped, ["torch.testing._internal.common_fsdp.FSDPInitMode (line 1)"])
+        self.assertEqual(r.unmapped, ["torch.testing._internal.common_fsdp.patch_all_gather (line 1)"])
 
     def test_only_import_lines_change(self):
         with open(SAMPLE) as f:
@@ -37,10 +37,10 @@ class TestPortSource(unittest.TestCase):
     def test_re_exported_names_move_too(self):
         r = port_source("from torch.testing._internal.distributed._tensor.common_dtensor import (\n"
                         "    DTensorTestBase, skip_if_lt_x_gpu, with_comms)\n"
-                        "from torch.testing._internal.common_fsdp import FSDPTest, run_subtests, FSDPInitMode\n")
+                        "from torch.testing._internal.common_fsdp import FSDPTest, run_subtests, patch_all_gather\n")
         self.assertEqual(r.new, "from harness import DTensorTestBase, skip_if_lt_x_gpu, with_comms\n"
                                 "from harness import FSDPTest, run_subtests\n"
-                                "from torch.testing._internal.common_fsdp import FSDPInitMode\n")
+                                "from torch.testing._internal.common_fsdp import patch_all_gather\n")
 
     def test_module_import_is_listed(self):
         r = port_source("import torch.testing._internal.common_utils as cu\n")
