@@ -291,19 +291,22 @@ def _front_end(front_end: str, module: str) -> tuple[str, list[str], str]:
 def under_each_front_end(module: str, checks: type, front_ends: dict[str, type | tuple[type, ...]],
                          env: dict[str, str | None] | None = None,
                          args: dict[str, list[str]] | None = None,
-                         nightly_only: tuple[str, ...] = ()) -> dict[str, type[FixtureTestCase]]:
+                         nightly_only: tuple[str, ...] | None = None) -> dict[str, type[FixtureTestCase]]:
     """One FixtureTestCase class per front end, ``TestUnder<front end>``: each runs fixture ``module`` once the way
     that front end runs it, and has the tests of the ``checks`` mixin (``self.FRONT_END`` says which front end ran).
 
     ``front_ends``: each front end to run under -> a mixin (or a tuple of them, or ``()``) with the tests only that
     front end has. ``env``: the fixture's environment (base_env's overrides). ``args``: arguments added to a front
     end's own (``{THE_RUNNER: ["--verbose"]}``). ``nightly_only``: front ends whose class runs in the nightly tier
-    alone (:func:`nightly`), where the others already check the same fixture in CI. Make the classes module
+    alone (:func:`nightly`), where the others already check the same fixture in CI; by default every front
+    end but the first (each front end's own path has tests of its own that CI runs). Make the classes module
     globals, for unittest and pytest to find::
 
         globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), PYTEST: _PytestOnly}, env=NO_GPUS))
     """
     classes = {}
+    if nightly_only is None:
+        nightly_only = tuple(front_ends)[1:]
     for front_end, extra in front_ends.items():
         runner, front_args, doc = _front_end(front_end, module)
         name = f"TestUnder{front_end}"

@@ -109,6 +109,7 @@ class TestBreakpointInARank(OnTerminal):
         self.assertRegex(rest, r"PASS\s+tests\.fixtures\.fx_debug\.DebugTest\.test_zz_after")
         self.assertNotIn("fresh ranks", rest)  # a quit is the user's: never run again by triage
 
+    @nightly("the prompt by test_p_reads_a_local...")
     def test_a_test_that_stopped_then_failed_is_not_run_again_in_fresh_ranks(self):
         # after another test, in reused ranks: triage would run a plain failure again in fresh ranks, where
         # the same breakpoint would stop a second time
@@ -122,6 +123,7 @@ class TestBreakpointInARank(OnTerminal):
         self.assertRegex(rest, r"FAIL\s+tests\.fixtures\.fx_debug\.DebugTest\.test_stops_then_fails")
         self.assertNotIn("fresh ranks", rest)
 
+    @nightly("the prompt by test_p_reads_a_local...")
     def test_torch_distributed_breakpoint_gets_the_prompt_on_the_rank_it_names(self):
         self.start([FX, "-k", "test_torch_breakpoint"])
         self.term.expect("rank 1: torch.distributed.breakpoint")
@@ -151,6 +153,7 @@ class TestBreakpointInARank(OnTerminal):
         self.assertIn("1 passed, 0 failed", self.finish())
 
 
+    @nightly("the prompt by test_p_reads_a_local...")
     def test_two_ranks_get_the_terminal_one_at_a_time_each_prompt_labelled(self):
         self.start([FX, "-k", "test_both_ranks_stop"])
         first = self.term.expect([PROMPT.format(0), PROMPT.format(1)])
@@ -199,6 +202,7 @@ class TestPostMortem(OnTerminal):
         self.assertRegex(rest, r"FAIL\s+tests\.fixtures\.fx_debug\.DebugTest\.test_fails_on_rank_1")
         self.assertRegex(rest, r"PASS\s+tests\.fixtures\.fx_debug\.DebugTest\.test_zz_after")
 
+    @nightly("--pdb by test_pdb_opens_at_the_failing_frame...")
     def test_after_a_quit_no_peer_gets_a_post_mortem_of_its_consequence(self):
         # rank 1 quits at its breakpoint; rank 0, waiting in all_reduce, then fails because rank 1's group
         # closed: that is no failure of its own to look at, and the user asked the test to end
@@ -241,6 +245,7 @@ class TestWithoutATerminal(unittest.TestCase):
         self.assertIn("1 passed, 2 failed", r.output, r.describe())
         self.assertEqual(r.leftover_processes, {})
 
+    @nightly("no terminal by test_a_breakpoint_fails_at_once...")
     def test_pythonbreakpoint_0_skips_it(self):
         r = run_fixture([FX, "-k", "test_breakpoint"], base_env(PYTHONBREAKPOINT="0", HARNESS_THREADS="1"),
                         runner="harness")
@@ -270,6 +275,7 @@ def _dap_attach(port: int) -> socket.socket:
 
 
 @unittest.skipIf(importlib.util.find_spec("debugpy") is None, "debugpy is not installed (pip install -e .[debug])")
+@nightly("the prompt in the terminal by TestBreakpointInARank")
 class TestIdeDebugger(unittest.TestCase):
     def attach_each_rank(self, args: list[str], runner: str, **env: str) -> str:
         """Run ``args`` with HARNESS_DEBUGPY, wait past the time limit, attach to each rank as an IDE does; the

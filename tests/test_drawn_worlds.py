@@ -129,6 +129,7 @@ globals().update(under_each_front_end(MODULE, _UnderEveryFrontEnd, {THE_RUNNER: 
                                       nightly_only=(THE_RUNNER, UNITTEST)))
 
 
+@nightly("drawn worlds on rank processes by TestTheFixture")
 class TestUnderTorchrun(unittest.TestCase):
     """torchrun --standalone --nproc-per-node 2: the world is the launched one; other sizes are filtered out."""
 

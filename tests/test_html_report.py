@@ -10,7 +10,7 @@ import unittest
 from pathlib import Path
 
 from tests._browser import load, needs_chromium
-from tests._support import FixtureTestCase
+from tests._support import nightly, FixtureTestCase
 
 FIX = "tests/fixtures/fx_collectives.py"
 
@@ -95,6 +95,7 @@ class TestHtmlOfAFailingRun(FixtureTestCase):
 
 
 @needs_chromium
+@nightly("the page in chromium by TestHtmlOfAFailingRun")
 class TestHtmlInABrowser(unittest.TestCase):
     """The same page in chromium: it loads with no console line (no error, no blocked request), draws the
     picture, and its filters hide rows."""
@@ -147,6 +148,7 @@ class TestHtmlInABrowser(unittest.TestCase):
         self.assertTrue(png.read_bytes().startswith(b"\x89PNG"))
 
 
+@nightly("the page by TestHtmlOfAFailingRun")
 class TestPytestHtmlExtras(FixtureTestCase):
     """Under pytest with pytest-html, a failure's report carries the same picture as an extra."""
 

@@ -8,7 +8,7 @@ the ranks replaced after the test that did it, and the test named at the end of 
 import re
 import unittest
 
-from tests._support import FixtureTestCase, fixture_line
+from tests._support import nightly, FixtureTestCase, fixture_line
 
 MOD = "tests.fixtures.fx_state"
 RESTORED = ["TestREnviron", "TestRLoggingWarnings", "TestRStdout", "TestRTorchFlags", "TestRCompile", "TestRSignals",
@@ -44,6 +44,7 @@ class TestRestoredStateKeepsTheRanks(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("restoring by TestRestoredStateKeepsTheRanks")
 class TestLeaksWithoutRestore(FixtureTestCase):
     """HARNESS_ENV_CHANGED=off restores nothing: the fixture's checks do see a leak (and triage, which would
     give the environment test the fresh ranks' pass, is off: this shows reuse itself)."""
@@ -136,6 +137,7 @@ class TestStacksAfterATestTookTheSignals(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("the same isolation under the runner")
 class TestUnderPytest(FixtureTestCase):
     RUNNER = "pytest"
     ARGS = ["tests/fixtures/fx_state.py::TestUReplace", "-p", "no:cacheprovider", "-v"]

@@ -127,6 +127,7 @@ class TestNothingLeftBehind(unittest.TestCase):
 
     # -- a run ended from outside while a test runs --
 
+    @nightly("SIGTERM by tests.test_trust")
     def test_sigterm_to_the_runner(self):
         run = self._start(["harness", SLOW])
         run.wait_for_the_slow_test()
@@ -154,6 +155,7 @@ class TestNothingLeftBehind(unittest.TestCase):
         run.proc.send_signal(signal.SIGTERM)
         self._check(run, 143)
 
+    @nightly("Ctrl-C by tests.test_trust and tests.test_template")
     def test_ctrl_c(self):
         run = self._start(["harness", SLOW])
         run.wait_for_the_slow_test()

@@ -6,7 +6,7 @@ import sys
 import time
 import unittest
 
-from tests._support import (REPO, FixtureTestCase, base_env, end_run, finish_fixture, processes_with_token,
+from tests._support import (nightly, REPO, FixtureTestCase, base_env, end_run, finish_fixture, processes_with_token,
                             start_fixture, suite_modules, wait_until_gone)
 
 PASS = "tests.fixtures.fx_pass"
@@ -31,6 +31,7 @@ class TestNoReuse(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("two runs in one process by tests.test_runs")
 class TestTwoRunsAtOnce(unittest.TestCase):
     def test_both_pass(self):
         args = [f"{PASS}.TestAPass", f"{PASS}.TestBPids.test_pid", "-v"]

@@ -3,7 +3,7 @@ import subprocess
 import sys
 import unittest
 
-from tests._support import REPO, base_env
+from tests._support import nightly, REPO, base_env
 
 
 def listed(*args: str) -> tuple[list[str], str]:
@@ -13,6 +13,7 @@ def listed(*args: str) -> tuple[list[str], str]:
     return r.stdout.split(), r.stderr
 
 
+@nightly("--shuffle's order by the unit tests of selection")
 class TestShuffle(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

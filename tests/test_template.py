@@ -4,7 +4,7 @@ import signal
 import time
 import unittest
 
-from tests._support import (FixtureTestCase, base_env, end_run, processes_with_token, start_fixture,
+from tests._support import (nightly, FixtureTestCase, base_env, end_run, processes_with_token, start_fixture,
                             wait_until_gone)
 
 TEMPLATE = "tests.fixtures.fx_template"
@@ -59,6 +59,7 @@ class TestForkedRanks(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("spawned ranks by TestTemplateOff")
 class TestSpawnWhereForkingIsWrong(FixtureTestCase):
     """A variable torch reads at import changed since the template started: spawn, said once."""
 
@@ -155,6 +156,7 @@ print("EXIT", p.exitcode)
 """
 
 
+@nightly("the template's start by TestForkedRanks")
 class TestPreloadFromTheTestsImports(unittest.TestCase):
     """The template imports FSDP (and the like) when the run's test modules did, and not otherwise."""
 

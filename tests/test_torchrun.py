@@ -10,7 +10,7 @@ import sys
 import tempfile
 import unittest
 
-from tests._support import REPO, base_env, fixture_line, gpus
+from tests._support import nightly, REPO, base_env, fixture_line, gpus
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 # the fixture module tests/test_trust.py runs on reused ranks; here each torchrun process is one rank
@@ -48,6 +48,7 @@ class TorchrunCase(unittest.TestCase):
         self.assertEqual(sorted(n for n in os.listdir(self.tmpdir) if n.startswith("harness-")), [])
 
 
+@nightly("placement under torchrun: the same choose_placement the unit tests check")
 class TestPlacementUnderTorchrun(TorchrunCase):
     """The launched world chooses its placement for the node's local ranks, as the pool does for a test."""
 
@@ -233,6 +234,7 @@ class TestDesyncUnderTorchrun(TorchrunCase):
         self.assertNothingLeft()
 
 
+@nightly("a crash in the pool (tests.test_failures); torchrun's reports by TestStandalone")
 class TestCrashUnderTorchrun(TorchrunCase):
     def test_crash_ends_the_job_and_names_the_test(self):
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT,
@@ -247,6 +249,7 @@ class TestCrashUnderTorchrun(TorchrunCase):
         self.assertNotIn("NEVER-RUNS", text)
 
 
+@nightly("torchrun's reports by TestStandalone")
 class TestRunnerUnderTorchrun(TorchrunCase):
     """run_tests.py under torchrun: one report, one JUnit file, from rank 0."""
 
@@ -262,6 +265,7 @@ class TestRunnerUnderTorchrun(TorchrunCase):
             self.assertIn("test_state_dict_save_load_root_fully_shard", f.read())
 
 
+@nightly("one node's job by TestStandalone")
 class TestTwoNodes(TorchrunCase):
     """Two torchrun invocations, --nnodes 2, c10d rendezvous on 127.0.0.1: two "nodes" on one machine."""
 

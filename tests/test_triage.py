@@ -6,7 +6,7 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-from tests._support import FixtureTestCase, base_env, run_fixture
+from tests._support import nightly, FixtureTestCase, base_env, run_fixture
 
 FX = "tests.fixtures.fx_triage"
 POLLUTER = f"{FX}.TestPolluted.test_a_fills_the_cache"
@@ -77,6 +77,7 @@ class TestUnderTheRunner(_FlakyDir, FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("triage's findings by TestUnderTheRunner")
 class TestFailEnvChanged(FixtureTestCase):
     """--fail-env-changed: the polluter fails (after the fact), the test it made fail passes."""
 
@@ -104,6 +105,7 @@ class TestNoTriage(FixtureTestCase):
         self.assertNotIn("Triage:", self.r.output)
 
 
+@nightly("triage's findings by TestUnderTheRunner")
 class TestUnderPlainUnittest(FixtureTestCase):
     ARGS = [f"{FX}.TestPolluted", f"{FX}.TestOwn"]
 
@@ -117,6 +119,7 @@ class TestUnderPlainUnittest(FixtureTestCase):
         self.assertRegex(self.r.stderr, r"harness: triage: 2 failure\(s\) in reused ranks checked")
 
 
+@nightly("triage's findings by TestUnderTheRunner")
 class TestUnderRunTests(FixtureTestCase):
     """``python -m MODULE``: the module's own ``run_tests()``, with HARNESS_ENV_CHANGED=fail."""
 

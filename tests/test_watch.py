@@ -17,7 +17,7 @@ import time
 import unittest
 import uuid
 
-from tests._support import REPO, RUN_TIMEOUT, TOKEN_VAR, base_env, processes_with_token, wait_until_gone
+from tests._support import nightly, REPO, RUN_TIMEOUT, TOKEN_VAR, base_env, processes_with_token, wait_until_gone
 
 try:
     import pexpect
@@ -103,6 +103,7 @@ class TestWatch(_Project):
         self.assertEqual(wait_until_gone(self.token, grace=5.0), {}, "processes of the watch left after Ctrl-C")
         self.assertEqual(self.left_folders(), [])
 
+    @nightly("Ctrl-C between rounds by test_a_save_that_breaks_then_one_that_fixes_then_ctrl_c")
     def test_ctrl_c_during_a_round(self):
         term = pexpect.spawn(sys.executable, ["-m", "harness", "--watch", "test_saved.py"], cwd=self.project,
                              env=self.env, encoding="utf-8", codec_errors="replace", timeout=WAIT)
@@ -121,6 +122,7 @@ class TestWatch(_Project):
         self.assertEqual(self.left_folders(), [])
 
 
+@nightly("the server is the watch's runner process behind a socket; --watch on a pty by TestWatch")
 class TestServer(_Project):
     def serve(self, *extra: str) -> str:
         proc = subprocess.run([sys.executable, "-m", "harness", "--serve", *extra], cwd=self.project, env=self.env,

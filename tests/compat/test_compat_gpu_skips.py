@@ -45,8 +45,7 @@ class _Checks:
         self.check_nothing_left()
 
 
-globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), THE_RUNNER: (), UNITTEST: ()}, env=NO_GPUS,
-                                      nightly_only=(UNITTEST,)))
+globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), THE_RUNNER: (), UNITTEST: ()}, env=NO_GPUS))
 
 
 if __name__ == "__main__":

@@ -83,8 +83,7 @@ class _PytestSection(_MixedNamed):
 # Plain ``python -m unittest``: the harness counts what it runs itself; no hook sees a class's MRO (no _MixedNamed).
 globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: _MixedNamed, THE_RUNNER: _RunnerLines,
                                                      PYTEST: _PytestSection, UNITTEST: ()},
-                                      env=NO_GPUS, args={THE_RUNNER: ["--verbose"], PYTEST: ["-s"]},
-                                      nightly_only=(UNITTEST,)))
+                                      env=NO_GPUS, args={THE_RUNNER: ["--verbose"], PYTEST: ["-s"]}))
 
 
 if __name__ == "__main__":

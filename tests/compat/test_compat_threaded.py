@@ -73,7 +73,7 @@ class _RunTestsOnly:
 
 
 globals().update(under_each_front_end(MOD, _Checks, {THE_RUNNER: (), RUN_TESTS: _RunTestsOnly, PYTEST: ()},
-                                      env={"HARNESS_SHOW_OUTPUT": "1"}, nightly_only=(PYTEST,)))
+                                      env={"HARNESS_SHOW_OUTPUT": "1"}))
 
 if __name__ == "__main__":
     unittest.main()
