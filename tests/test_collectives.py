@@ -6,7 +6,7 @@ ends the test within the peer grace, and is the root cause.
 """
 import unittest
 
-from tests._support import FixtureTestCase, fixture_line
+from tests._support import nightly, FixtureTestCase, fixture_line
 
 MOD = "tests.fixtures.fx_collectives"
 FIX = "fx_collectives.py"
@@ -80,6 +80,7 @@ class TestCollectivesReport(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("the recorder on by TestCollectivesReport")
 class TestRecorderOff(FixtureTestCase):
     """``TORCH_FR_BUFFER_SIZE=0``: torch records nothing, the report has no section and says what it did before."""
 

@@ -5,7 +5,7 @@ is kept after a failure and replaced after a crash or a hang.
 """
 import unittest
 
-from tests._support import FixtureTestCase, fixture_line
+from tests._support import nightly, FixtureTestCase, fixture_line
 
 MOD = "tests.fixtures.fx_fail"
 FIX = "fx_fail.py"
@@ -123,6 +123,7 @@ class TestFailingRun(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("timeouts by tests.test_failures.TestFailingRun")
 class TestTimeoutFromEnvironment(FixtureTestCase):
     """HARNESS_TIMEOUT wins over the class's ``timeout`` attribute."""
 

@@ -118,6 +118,7 @@ class TestFailEnvChanged(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("hang stacks by tests.test_failures")
 class TestStacksAfterATestTookTheSignals(FixtureTestCase):
     """A passing test that took SIGUSR1 and disabled faulthandler: a later hang still shows every stack."""
 
