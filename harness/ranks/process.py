@@ -17,6 +17,7 @@ from typing import Any
 from harness.ranks import recorder
 from harness.shared.config import Settings
 from harness.ranks.gpu import take_gpu
+from harness.shared.processes import gone
 from harness.shared.outcome import RankResult, SubtestOutcome, capture_exception, sendable
 from harness.shared.placement import Placement
 from harness.shared.protocol import BodyEnded, Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task
@@ -54,17 +55,7 @@ def _parent_gone(parent_pid: int) -> bool:
     so its parent is watched by pid (a zombie counts as gone: it will never send another task)."""
     if os.getppid() == parent_pid:
         return False
-    try:
-        os.kill(parent_pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        with open(f"/proc/{parent_pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except (OSError, IndexError):
-        return False  # no /proc (not Linux): the pid is there, so is the parent
+    return gone(parent_pid)
 
 
 def _watch_parent(parent_pid: int, pool_dir: str) -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.runner.session import Options, Ran
+from harness.shared.processes import gone
 
 __all__ = ["why_not_forked", "run_forked", "start_runner", "Runner", "runner_main", "sweep_temp_dirs",
            "own_temp_dir", "guess_wanted"]
@@ -278,21 +279,6 @@ def _await_result(runner: Runner) -> tuple[Any, str]:
 
 def _on_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
-
-
-def gone(pid: int) -> bool:
-    """Process ``pid`` has ended (a zombie counts: it will never ask for anything again)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except (OSError, IndexError):
-        return False  # no /proc (not Linux): the pid is there
 
 
 def _watch_client(client_pid: int) -> None:
