@@ -10,6 +10,7 @@ from hypothesis import given, strategies as st
 from harness.shared.config import DEVICE_CHOICES
 from harness.shared.placement import KINDS, Placement, choose_placement, default_backend, normalize_backend
 from harness.errors import UsageError
+from harness.judging.fallback import pretend_device_count
 from harness.parent.testrun import world_size_for
 
 
@@ -233,11 +234,12 @@ class TestWorldSizeFor(unittest.TestCase):
 
     def test_a_world_from_the_device_count_is_the_one_on_a_machine_with_enough_gpus(self):
         test = _Sized(lambda: min(4, torch.cuda.device_count()))
-        ws, note = world_size_for(test, "t", gpus=0)
+        with pretend_device_count(0):  # the same on a machine with GPUs: the count is the test's, not the machine's
+            ws, note = world_size_for(test, "t", gpus=0)
+            self.assertEqual(world_size_for(test, "t", gpus_needed=2, gpus=0)[0], 2)  # skip_if_lt_x_gpu(2)
         self.assertEqual(ws, 4)
         self.assertEqual(note, "world size 4 as on a machine with 4 GPUs (world_size follows the device count, 0 on "
                                "this machine)")
-        self.assertEqual(world_size_for(test, "t", gpus_needed=2, gpus=0)[0], 2)  # skip_if_lt_x_gpu(2)
 
     def test_zero_that_is_not_from_the_device_count_is_an_error_naming_the_test(self):
         with self.assertRaisesRegex(UsageError, r"^mod\.T\.t: world_size must be an int >= 1, got 0"):
