@@ -1,0 +1,115 @@
+"""``torch.testing._internal.common_distributed`` as distributed test files use it: the harness's classes and
+decorators, upstream's ``TEST_SKIPS`` table, and ``_dynamo_dist_per_rank_init`` on the harness's ranks."""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator, NamedTuple
+
+import torch
+import torch.distributed as dist
+
+from harness.classes.case import MultiProcessTestCase, bound_test
+from harness.classes.compat import MultiProcContinuousTest
+from harness.classes.dynamo import (DistributedTestBase, DynamoDistributedMultiProcTestCase,
+                                    DynamoDistributedSingleProcTestCase)
+from harness.inprocess.threaded import spawn_threads_and_init_comms
+from harness.inprocess.threaded_classes import MultiThreadedTestCase
+from harness.testing.decorators import skip_if_lt_x_gpu
+from harness.testing.fake_store import FakeStore
+from harness.testing.requirements import (flag, get_required_world_size, requires_accelerator_dist_backend,
+                                          requires_gloo, requires_nccl, requires_world_size, skip_if_odd_worldsize,
+                                          skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
+                                          with_dist_debug_levels)
+from harness.testing.subtests import run_subtests
+
+__all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinousTest", "MultiThreadedTestCase",
+           "DistributedTestBase", "DynamoDistributedMultiProcTestCase", "DynamoDistributedSingleProcTestCase",
+           "skip_if_lt_x_gpu", "run_subtests", "skip_if_win32", "skip_if_rocm_multiprocess", "requires_nccl",
+           "requires_gloo", "requires_accelerator_dist_backend", "requires_world_size", "skip_if_odd_worldsize",
+           "skip_if_small_worldsize", "with_dist_debug_levels", "get_required_world_size",
+           "spawn_threads_and_init_comms", "TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ROCM", "TEST_SKIPS", "TestSkip",
+           "_dynamo_dist_per_rank_init"]
+
+MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
+TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
+TEST_WITH_ROCM: bool = flag("TEST_WITH_ROCM")
+
+
+class TestSkip(NamedTuple):
+    """One row of upstream's skip table: the exit code its ranks leave with, and the skip's message."""
+
+    exit_code: int
+    message: str
+
+
+#: upstream's table of skips (key -> exit code, message), with its codes and words. Ported tests read it for the
+#: messages (``TEST_SKIPS["multi-gpu-2"].message``); a rank here never needs to exit with a code to skip:
+#: ``raise unittest.SkipTest(...)`` in the test body is reported as that rank's skip.
+TEST_SKIPS: dict[str, TestSkip] = {
+    "backend_unavailable": TestSkip(72, "Skipped because distributed backend is not available."),
+    "small_worldsize": TestSkip(73, "Skipped due to small world size."),
+    "odd_worldsize": TestSkip(87, "Skipped due to odd world size."),
+    "no_cuda": TestSkip(74, "CUDA is not available."),
+    **{f"multi-gpu-{n}": TestSkip(code, f"Need at least {n} CUDA device{'s' if n > 1 else ''}")
+       for n, code in ((1, 75), (2, 77), (3, 80), (4, 81), (5, 82), (6, 83), (7, 84), (8, 85))},
+    "nccl": TestSkip(76, "c10d not compiled with NCCL support"),
+    "skipIfRocm": TestSkip(78, "Test skipped for ROCm"),
+    "no_peer_access": TestSkip(79, "Test skipped because no GPU peer access"),
+    "generic": TestSkip(86, "Test skipped at subprocess level, look at subprocess log for skip reason"),
+    "importerror": TestSkip(88, "Test skipped due to missing import"),
+    "no_accelerator": TestSkip(89, "accelerator is not available."),
+}
+
+
+def _reset_dynamo() -> None:
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+
+
+@contextlib.contextmanager
+def _dynamo_dist_per_rank_init(rank: int, world_size: int, backend: str | None = None, init_pg: bool = True,
+                               fake_pg: bool = False) -> Iterator[None]:
+    """What upstream's dynamo multi-process tests wrap their body in: this rank's default group for the block,
+    dynamo's caches and counters reset before and after it.
+
+    In a harness rank the group meets on the test's own rendezvous file (upstream's uses a fixed TCP port,
+    6789, which two runs at once would share), on the ranks' device: the accelerator the harness put the rank
+    on, else CPU over gloo. ``fake_pg=True``: torch's ``fake`` group (no peers). Elsewhere (a launcher's
+    process) the group meets as upstream's does, through ``MASTER_ADDR``/``MASTER_PORT``.
+
+    Example::
+
+        class TestCompiledDDP(DynamoDistributedMultiProcTestCase):
+            def test_ddp(self):
+                with _dynamo_dist_per_rank_init(self.rank, self.world_size):
+                    ...
+    """
+    test = bound_test()
+    on_cpu = test is not None and test._harness_placement is not None and test._harness_placement.device_type == "cpu"
+    accelerator = None if on_cpu else torch.accelerator.current_accelerator()
+    device_type = accelerator.type if accelerator is not None else "cpu"
+    if not fake_pg and accelerator is not None and (test is None or test._harness_placement is None):
+        torch.accelerator.set_device_index(rank)  # in a harness rank the harness already put it on its GPU
+    if backend is None:
+        backend = dist.get_default_backend_for_device(device_type)
+    if init_pg:
+        if fake_pg:
+            dist.init_process_group(backend="fake", world_size=world_size, rank=rank, store=FakeStore())
+        elif test is not None and test.file_name is not None:
+            store = dist.FileStore(test.file_name, world_size)
+            dist.init_process_group(backend=backend, rank=rank, world_size=world_size, store=store)
+        else:
+            os.environ.setdefault("MASTER_ADDR", "localhost")
+            os.environ.setdefault("MASTER_PORT", "6789")
+            dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+    _reset_dynamo()
+    try:
+        yield
+    finally:
+        _reset_dynamo()
+        if init_pg and dist.is_initialized():
+            dist.destroy_process_group()
+
