@@ -93,7 +93,7 @@ class TestLayout(unittest.TestCase):
                 if dep == "<relative>":
                     wrong.append(f"{module}: a relative import (write harness.x.y: the layout test reads absolute ones)")
                 elif there is None and dep.split(".")[-1] in allowed and dep != "harness":
-                    continue  # a top-level module the folder's rule names (the compat namespaces re-export them)
+                    continue  # a top-level module the folder's rule names (harness.upstream_modules re-exports them)
                 elif there is None:
                     wrong.append(f"{module} imports {dep}: an import that climbs back up to the top level")
                 elif there not in allowed:

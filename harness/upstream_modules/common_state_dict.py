@@ -101,7 +101,8 @@ class VerifyStateDictMixin:
                 for key, value in group.items():
                     dist_value = dist_group[key]
                     if key == "params":
-                        self.assertEqual(sorted(fqn_pid[pid] for pid in value), sorted(dist_value))  # type: ignore[attr-defined]
+                        fqns = sorted(fqn_pid[pid] for pid in value)
+                        self.assertEqual(fqns, sorted(dist_value))  # type: ignore[attr-defined]
                     else:
                         self.assertEqual(value, dist_value)  # type: ignore[attr-defined]
         finally:

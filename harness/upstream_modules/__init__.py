@@ -1,6 +1,6 @@
 """Upstream's test-helper modules by name: one module here for each ``torch.testing._internal`` module real
 distributed test files import, offering the harness's counterpart of each name they take from it
-(``harness.compat.common_utils.SEED``, ``harness.compat.common_fsdp.patch_all_gather``, ...).
+(``harness.upstream_modules.common_utils.SEED``, ``harness.upstream_modules.common_fsdp.patch_all_gather``, ...).
 ``python -m harness.port`` rewrites ``from torch.testing._internal import common_utils`` and
 ``import torch.testing._internal.common_fsdp as cf`` to these; each module's ``__all__`` is what it offers.
 
