@@ -191,8 +191,7 @@ def port_source(source: str, path: str = "<string>") -> PortResult:
 
     ``from X import name``: a name with a public twin moves to ``from harness import``, one the namespace of
     ``X`` in ``harness.upstream_modules`` offers to ``from harness.upstream_modules.<X> import``. A module imported
-    whole becomes
-    an import of its namespace, when the namespace offers every name the file reads from it.
+    whole becomes an import of its namespace, when the namespace offers every name the file reads from it.
 
     Example::
 
