@@ -3,7 +3,11 @@ decorators, upstream's ``TEST_SKIPS`` table, and ``_dynamo_dist_per_rank_init`` 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import shutil
+import subprocess
+import sys
 from typing import Any, Iterator, NamedTuple
 
 import torch
@@ -29,7 +33,7 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            "requires_gloo", "requires_accelerator_dist_backend", "requires_world_size", "skip_if_odd_worldsize",
            "skip_if_small_worldsize", "with_dist_debug_levels", "get_required_world_size",
            "spawn_threads_and_init_comms", "TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ROCM", "TEST_SKIPS", "TestSkip",
-           "_dynamo_dist_per_rank_init"]
+           "_dynamo_dist_per_rank_init", "at_least_x_gpu", "captured_output", "tp_transports"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
@@ -60,6 +64,40 @@ TEST_SKIPS: dict[str, TestSkip] = {
     "importerror": TestSkip(88, "Test skipped due to missing import"),
     "no_accelerator": TestSkip(89, "accelerator is not available."),
 }
+
+
+def at_least_x_gpu(x: int) -> bool:
+    """Whether this machine has ``x`` or more GPUs (CUDA, HPU or XPU) of one kind."""
+    for kind in ("cuda", "hpu", "xpu"):
+        module = getattr(torch, kind, None)
+        if module is not None and module.is_available() and module.device_count() >= x:
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def captured_output() -> Iterator[tuple[io.StringIO, io.StringIO]]:
+    """``sys.stdout`` and ``sys.stderr`` replaced by two ``StringIO`` for the block (Python-level writes only)."""
+    out, err = io.StringIO(), io.StringIO()
+    before = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        yield out, err
+    finally:
+        sys.stdout, sys.stderr = before
+
+
+def tp_transports() -> list[str] | None:
+    """TensorPipe's transports for RPC: ``["shm", "uv"]`` on a machine with an EFA interface (where the
+    InfiniBand transport fails), else None (TensorPipe's own choice)."""
+    fi_info = shutil.which("fi_info")
+    if fi_info is None:
+        return None
+    try:
+        found = subprocess.run([fi_info, "-p", "efa", "-t", "FI_EP_RDM"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return ["shm", "uv"] if found.returncode == 0 else None
 
 
 def _reset_dynamo() -> None:

@@ -25,7 +25,10 @@ __all__ = ["run_tests", "TestCase", "parametrize", "instantiate_parametrized_tes
            "TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ASAN", "TEST_WITH_TSAN", "TEST_WITH_ROCM", "TEST_CUDA", "TEST_HPU",
            "TEST_XPU", "TEST_MULTIGPU", "skipIfRocm", "skipIfHpu", "skip_but_pass_in_sandcastle_if",
            "skip_but_pass_in_sandcastle", "get_cycles_per_ms", "find_free_port", "TemporaryFileName",
-           "TemporaryDirectoryName", "dtype_name"]
+           "TemporaryDirectoryName", "dtype_name", "TEST_WITH_TORCHDYNAMO", "TEST_WITH_TORCHINDUCTOR", "TEST_WITH_SLOW",
+           "TEST_WITH_UBSAN", "NO_MULTIPROCESSING_SPAWN", "MI300_ARCH", "skipIfTorchDynamo", "skipIfTorchInductor",
+           "skipIfRocmArch", "skipIfXpu", "slowTest", "xfailIf", "serialTest", "requires_cuda_p2p_access",
+           "sandcastle_skip_if"]
 
 #: upstream's default seed (its ``--seed`` flag changes it there; the harness seeds each test itself)
 SEED = 1234
@@ -51,6 +54,13 @@ TEST_MULTIGPU: bool = flag("TEST_MULTIGPU")
 #: Intel Gaudi (``torch.hpu``, present only where its plugin is installed) and Intel GPUs
 TEST_HPU: bool = bool(hasattr(torch, "hpu") and torch.hpu.is_available())
 TEST_XPU: bool = bool(hasattr(torch, "xpu") and torch.xpu.is_available())
+TEST_WITH_TORCHINDUCTOR: bool = _env_on("PYTORCH_TEST_WITH_INDUCTOR")
+TEST_WITH_TORCHDYNAMO: bool = (_env_on("PYTORCH_TEST_WITH_DYNAMO") or TEST_WITH_TORCHINDUCTOR
+                               or _env_on("PYTORCH_TEST_WITH_AOT_EAGER"))
+TEST_WITH_SLOW: bool = _env_on("PYTORCH_TEST_WITH_SLOW")
+TEST_WITH_UBSAN: bool = _env_on("PYTORCH_TEST_WITH_UBSAN")
+NO_MULTIPROCESSING_SPAWN = False
+MI300_ARCH = ("gfx942",)
 
 
 def _skip_if(condition: bool, reason: str) -> Callable[[Any], Any]:
@@ -75,6 +85,59 @@ def skipIfHpu(fn: Any) -> Any:
     return _skip_if(TEST_HPU, "test doesn't currently work with HPU")(fn)
 
 
+def skipIfRocmArch(arch: tuple[str, ...]) -> Callable[[Any], Any]:
+    """Skip on ROCm GPUs of the architectures ``arch`` (``MI300_ARCH``, ...)."""
+    on_arch = TEST_WITH_ROCM and torch.cuda.is_available() and any(
+        a in torch.cuda.get_device_properties(0).gcnArchName for a in arch)
+    return _skip_if(on_arch, f"skipIfRocm: test skipped on {arch}")
+
+
+def skipIfXpu(func: Any = None, *, msg: str = "test doesn't currently work on the XPU stack") -> Any:
+    decorator = _skip_if(TEST_XPU, f"skipIfXpu: {msg}")
+    return decorator(func) if func is not None else decorator
+
+
+def skipIfTorchDynamo(msg: str = "test doesn't currently work with dynamo") -> Callable[[Any], Any]:
+    """Skip when the suite runs under dynamo (``PYTORCH_TEST_WITH_DYNAMO=1``); a test or a class."""
+    if not isinstance(msg, str):
+        raise TypeError(f"skipIfTorchDynamo({msg!r}): call it with a message, @skipIfTorchDynamo()")
+    return _skip_if(TEST_WITH_TORCHDYNAMO, msg)
+
+
+def skipIfTorchInductor(msg: str = "test doesn't currently work with torchinductor",
+                        condition: bool = TEST_WITH_TORCHINDUCTOR) -> Callable[[Any], Any]:
+    """Skip when the suite runs under inductor (``PYTORCH_TEST_WITH_INDUCTOR=1``), or where ``condition``."""
+    return _skip_if(condition, msg)
+
+
+def slowTest(fn: Any) -> Any:
+    """Skip unless ``PYTORCH_TEST_WITH_SLOW=1``, with upstream's reason."""
+    decorated = _skip_if(not TEST_WITH_SLOW, "test is slow; run with PYTORCH_TEST_WITH_SLOW to enable test")(fn)
+    decorated.__dict__["slow_test"] = True
+    return decorated
+
+
+def xfailIf(condition: bool) -> Callable[[Any], Any]:
+    """``unittest.expectedFailure`` where ``condition`` holds."""
+    return lambda fn: unittest.expectedFailure(fn) if condition else fn
+
+
+def serialTest(condition: bool = True) -> Callable[[Any], Any]:
+    """Upstream marks the test for its serial CI shard (a pytest mark); the harness runs every test in its own
+    ranks, so the mark changes nothing here."""
+    if not isinstance(condition, bool):
+        raise TypeError(f"serialTest({condition!r}): call it, @serialTest() or @serialTest(condition)")
+    return lambda fn: fn
+
+
+def requires_cuda_p2p_access() -> Callable[[Any], Any]:
+    """Skip unless every pair of two or more GPUs of compute capability 8.0 or more can reach each other."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    available = count >= 2 and torch.cuda.get_device_capability() >= (8, 0) and all(
+        torch.cuda.can_device_access_peer(i, j) for i in range(count) for j in range(i + 1, count))
+    return skip_but_pass_in_sandcastle_if(not available, "cuda p2p access is not available")
+
+
 def skip_but_pass_in_sandcastle_if(condition: bool, reason: str) -> Callable[[Any], Any]:
     """Upstream's: ``unittest.skipIf`` everywhere but its internal CI (``IS_SANDCASTLE``), where the test passes
     without running."""
@@ -91,6 +154,9 @@ def skip_but_pass_in_sandcastle_if(condition: bool, reason: str) -> Callable[[An
 
 def skip_but_pass_in_sandcastle(reason: str) -> Callable[[Any], Any]:
     return skip_but_pass_in_sandcastle_if(True, reason)
+
+
+sandcastle_skip_if = skip_but_pass_in_sandcastle_if  # its name in older torch
 
 
 def _spin(cycles: int) -> None:

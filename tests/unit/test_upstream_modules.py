@@ -117,10 +117,13 @@ class TestTablesAndFlags(unittest.TestCase):
         from torch.testing._internal import common_utils as up
 
         for name in ("SEED", "IS_FBCODE", "IS_SANDCASTLE", "IS_WINDOWS", "IS_LINUX", "IS_MACOS", "TEST_HPU", "TEST_XPU",
-                     "TEST_CUDA", "TEST_WITH_ROCM", "TEST_WITH_ASAN", "TEST_WITH_TSAN", "TEST_WITH_DEV_DBG_ASAN"):
+                     "TEST_CUDA", "TEST_WITH_ROCM", "TEST_WITH_ASAN", "TEST_WITH_TSAN", "TEST_WITH_DEV_DBG_ASAN",
+                     "TEST_WITH_TORCHDYNAMO", "TEST_WITH_TORCHINDUCTOR", "TEST_WITH_SLOW", "TEST_WITH_UBSAN",
+                     "NO_MULTIPROCESSING_SPAWN", "MI300_ARCH"):
             with self.subTest(name):
-                self.assertEqual(getattr(common_utils, name), bool(getattr(up, name)) if name != "SEED"
-                                 else up.SEED)
+                theirs = getattr(up, name)
+                self.assertEqual(getattr(common_utils, name), theirs if name in ("SEED", "MI300_ARCH")
+                                 else bool(theirs))
 
     def test_skip_table_is_upstreams(self):
         from torch.testing._internal.common_distributed import TEST_SKIPS
@@ -153,6 +156,15 @@ class TestTablesAndFlags(unittest.TestCase):
             def test_x(self):
                 pass
         self.assertIsInstance(Whole, type)  # a skipped class stays a class (unittest's skip; upstream's lazy one too)
+
+    def test_helpers_of_common_distributed(self):
+        from torch.testing._internal import common_distributed as up
+
+        self.assertEqual(common_distributed.at_least_x_gpu(1), up.at_least_x_gpu(1))
+        self.assertEqual(common_distributed.tp_transports(), up.tp_transports())
+        with common_distributed.captured_output() as (out, err):
+            print("to out")
+        self.assertEqual(out.getvalue(), "to out\n")
 
     def test_cycles_per_ms_on_cpu(self):
         value = common_utils.get_cycles_per_ms("cpu")
