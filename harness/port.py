@@ -5,6 +5,7 @@ import argparse
 import ast
 import dataclasses
 import difflib
+import importlib.util
 import os
 import sys
 
@@ -172,8 +173,53 @@ def _uses(tree: ast.AST, bound: str) -> tuple[set[str], list[ast.AST]]:
     return attrs, spelled
 
 
+_defined: dict[str, frozenset[str] | None] = {}
+
+
+def _installed_names(module: str) -> frozenset[str] | None:
+    """The names the installed torch's ``module`` defines at its top level, read from its source (nothing is
+    imported); None where that cannot be told (no torch, no such file, a star import)."""
+    if module in _defined:
+        return _defined[module]
+    names: frozenset[str] | None = None
+    try:
+        spec = importlib.util.find_spec("torch")  # a top-level package: found, not imported
+        base = os.path.dirname(spec.origin) if spec and spec.origin else None
+        parts = module.split(".")[1:]
+        for path in ([os.path.join(base, *parts) + ".py", os.path.join(base, *parts, "__init__.py")]
+                     if base else []):
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    names = _top_level_names(ast.parse(f.read(), path))
+                break
+    except (OSError, SyntaxError, ValueError, ImportError):
+        names = None
+    _defined[module] = names
+    return names
+
+
+def _top_level_names(tree: ast.Module) -> frozenset[str] | None:
+    found: set[str] = set()
+    for node in ast.walk(tree):  # names bound under if/try at the top level count too
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                if a.name == "*":
+                    return None
+                found.add(a.asname or a.name.split(".")[0])
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+    return frozenset(found)
+
+
 def _why_not(module: str, name: str) -> str:
     why = GONE.get(f"{module}.{name}")
+    if why is None:
+        defined = _installed_names(module)
+        if defined is not None and name not in defined:
+            why = (f"not in the installed torch's {module.rsplit('.', 1)[-1]} (a name of another torch release): "
+                   "it fails at import under upstream's harness too")
     return f"{module}.{name}: {why}" if why else f"{module}.{name}"
 
 

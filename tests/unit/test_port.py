@@ -18,7 +18,9 @@ class TestPortSource(unittest.TestCase):
                                 "from torch.testing._internal.common_fsdp import Nope\n")
         self.assertEqual(r.mapped, ["torch.testing._internal.common_fsdp.FSDPTest",
                                     "torch.testing._internal.common_fsdp.patch_all_gather"])
-        self.assertEqual(r.unmapped, ["torch.testing._internal.common_fsdp.Nope (line 1)"])
+        self.assertEqual(r.unmapped, ["torch.testing._internal.common_fsdp.Nope: not in the installed torch's "
+                                      "common_fsdp (a name of another torch release): it fails at import under "
+                                      "upstream's harness too (line 1)"])
 
     def test_only_import_lines_change(self):
         with open(SAMPLE) as f:
@@ -123,6 +125,10 @@ class TestModuleImports(unittest.TestCase):
         self.assertEqual(r.new, "from harness import FSDPTest\nfrom torch.testing._internal.common_fsdp import "
                                 "FSDP_DEVICES\n")
         self.assertIn("not in torch 2.13's common_fsdp", r.unmapped[0])
+
+    def test_a_name_upstream_has_but_the_harness_does_not_is_listed_plainly(self):
+        r = port_source("from torch.testing._internal.common_fsdp import DummyProcessGroup\n")
+        self.assertEqual(r.unmapped, ["torch.testing._internal.common_fsdp.DummyProcessGroup (line 1)"])
 
     def test_every_namespace_offers_what_it_says(self):
         import importlib
