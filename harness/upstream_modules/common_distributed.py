@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Any, Iterator, NamedTuple
+from typing import Iterator, NamedTuple
 
 import torch
 import torch.distributed as dist

@@ -1,7 +1,7 @@
 """``torch.testing._internal.two_tensor``: ``TwoTensor``, the tensor subclass FSDP2's and DTensor's extension
 tests shard: it holds two tensors (``a`` and ``b``) and runs every op on both. Its meaning is upstream's on
 purpose (a traceable wrapper subclass to test subclass support against); this is a stable copy of that
-contract, checked against the installed one (``tests/unit/test_compat_models.py``)."""
+contract, checked against the installed one (``tests/unit/test_upstream_modules.py``)."""
 from __future__ import annotations
 
 from typing import Any
