@@ -3,6 +3,7 @@ decorators, upstream's ``TEST_SKIPS`` table, and ``_dynamo_dist_per_rank_init`` 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import io
 import os
 import shutil
@@ -33,7 +34,7 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            "requires_gloo", "requires_accelerator_dist_backend", "requires_world_size", "skip_if_odd_worldsize",
            "skip_if_small_worldsize", "with_dist_debug_levels", "get_required_world_size",
            "spawn_threads_and_init_comms", "TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ROCM", "TEST_SKIPS", "TestSkip",
-           "_dynamo_dist_per_rank_init", "at_least_x_gpu", "captured_output", "tp_transports"]
+           "_dynamo_dist_per_rank_init", "at_least_x_gpu", "captured_output", "tp_transports", "create_tcp_store"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
@@ -98,6 +99,34 @@ def tp_transports() -> list[str] | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return ["shm", "uv"] if found.returncode == 0 else None
+
+
+def create_tcp_store(addr: str = "localhost", world_size: int = 1, is_master: bool = True,
+                     timeout: datetime.timedelta = datetime.timedelta(minutes=5), wait_for_workers: bool = True,
+                     jit_class: bool = False, use_libuv: bool = True) -> dist.TCPStore:
+    """A ``TCPStore`` on a free port of ``addr``: the master when ``is_master``. A port another process takes
+    between the choice and the bind is chosen again (up to 10 times); ``jit_class=True`` makes TorchScript's
+    store class, with ``timeout``. As upstream's, ``timeout`` is not given to the plain store.
+
+    Example::
+
+        store = create_tcp_store()
+        store.set("key", "value")
+    """
+    from harness.upstream_modules.common_utils import ADDRESS_IN_USE, find_free_port
+
+    for attempt in range(10):
+        port = find_free_port()
+        try:
+            if jit_class:
+                millis = int(timeout / datetime.timedelta(milliseconds=1))
+                return torch.classes.dist_c10d.TCPStore(addr, port, world_size, is_master, millis)
+            return dist.TCPStore(addr, port, world_size, is_master, wait_for_workers=wait_for_workers,
+                                 use_libuv=use_libuv)
+        except (RuntimeError, dist.DistNetworkError) as exc:
+            if ADDRESS_IN_USE not in str(exc) or attempt == 9:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _reset_dynamo() -> None:

@@ -166,6 +166,30 @@ class TestTablesAndFlags(unittest.TestCase):
             print("to out")
         self.assertEqual(out.getvalue(), "to out\n")
 
+    def test_tcp_store_and_connect_words(self):
+        from torch.testing._internal import common_utils as up
+
+        store = common_distributed.create_tcp_store()
+        store.set("k", "v")
+        self.assertEqual(store.get("k"), b"v")
+        self.assertIsInstance(store, dist.TCPStore)
+        self.assertEqual((common_utils.ADDRESS_IN_USE, common_utils.CONNECT_TIMEOUT),
+                         (up.ADDRESS_IN_USE, up.CONNECT_TIMEOUT))
+
+    def test_load_tests_keeps_the_modules_tests(self):
+        class T(unittest.TestCase):
+            def test_a(self):
+                pass
+
+            def test_b(self):
+                pass
+
+        loader = unittest.TestLoader()
+        tests = unittest.TestSuite([loader.loadTestsFromTestCase(T), unittest.TestSuite()])
+        suite = common_utils.load_tests(loader, tests, None)
+        self.assertEqual(sorted(t.id().rsplit(".", 1)[1] for group in suite for t in group), ["test_a", "test_b"])
+        self.assertEqual(len(list(suite)), 1)  # the empty group left out, as upstream's
+
     def test_cycles_per_ms_on_cpu(self):
         value = common_utils.get_cycles_per_ms("cpu")
         self.assertIsInstance(value, float)
