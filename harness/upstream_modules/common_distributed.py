@@ -9,7 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Iterator, NamedTuple
+import functools
+from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -34,7 +35,7 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            "requires_gloo", "requires_accelerator_dist_backend", "requires_world_size", "skip_if_odd_worldsize",
            "skip_if_small_worldsize", "with_dist_debug_levels", "get_required_world_size",
            "spawn_threads_and_init_comms", "TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ROCM", "TEST_SKIPS", "TestSkip",
-           "_dynamo_dist_per_rank_init", "at_least_x_gpu", "captured_output", "tp_transports", "create_tcp_store"]
+           "_dynamo_dist_per_rank_init", "at_least_x_gpu", "captured_output", "tp_transports", "create_tcp_store", "init_multigpu_helper", "with_nccl_blocking_wait", "skip_if_no_gpu"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
@@ -127,6 +128,62 @@ def create_tcp_store(addr: str = "localhost", world_size: int = 1, is_master: bo
             if ADDRESS_IN_USE not in str(exc) or attempt == 9:
                 raise
     raise AssertionError("unreachable")
+
+
+def _gpu_count() -> int:
+    for kind in ("hpu", "xpu", "cuda"):
+        module = getattr(torch, kind, None)
+        if module is not None and module.is_available():
+            return module.device_count()
+    return 0
+
+
+def init_multigpu_helper(world_size: int, backend: str) -> dict[int, list[int]]:
+    """Each rank's GPUs, the visible ones split evenly: rank ``i`` gets ``[i]`` where there are as many GPUs as
+    ranks (the list may name a GPU past the count, as upstream's does), an equal share where there are fewer."""
+    count = _gpu_count()
+    per_rank = count // world_size if world_size > count else 1
+    visible = range(count)
+    return {i: list(visible[i * per_rank:(i + 1) * per_rank]) for i in range(world_size)}
+
+
+def with_nccl_blocking_wait(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Run the test with ``TORCH_NCCL_BLOCKING_WAIT=1`` and ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` unset; both are put
+    back after it (unset ones unset again: upstream's leaves ``TORCH_NCCL_BLOCKING_WAIT=1`` behind)."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        before = {k: os.environ.get(k) for k in ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_BLOCKING_WAIT")}
+        os.environ.pop("TORCH_NCCL_ASYNC_ERROR_HANDLING", None)
+        os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"
+        try:
+            return func(*args, **kwargs)
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+    return wrapper
+
+
+def skip_if_no_gpu(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Skip the test, in its ranks, without a GPU, or with fewer GPUs than ranks (each rank its own GPU), with
+    upstream's messages (``TEST_SKIPS``). Upstream's ranks exit with a code for it; here each rank raises
+    ``unittest.SkipTest``, which the harness reports as the test's skip."""
+    import unittest
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        world_size = getattr(args[0], "world_size", None) if args else None
+        if world_size is None:
+            world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        count = _gpu_count()
+        if count == 0:
+            raise unittest.SkipTest(TEST_SKIPS["no_cuda"].message)
+        if count < world_size:
+            raise unittest.SkipTest(TEST_SKIPS[f"multi-gpu-{world_size}"].message)
+        return func(*args, **kwargs)
+    return wrapper
 
 
 def _reset_dynamo() -> None:

@@ -176,6 +176,45 @@ class TestTablesAndFlags(unittest.TestCase):
         self.assertEqual((common_utils.ADDRESS_IN_USE, common_utils.CONNECT_TIMEOUT),
                          (up.ADDRESS_IN_USE, up.CONNECT_TIMEOUT))
 
+    def test_gpu_helpers(self):
+        from torch.testing._internal import common_distributed as up
+
+        for world_size in (1, 2, 4):
+            self.assertEqual(common_distributed.init_multigpu_helper(world_size, "gloo"),
+                             up.init_multigpu_helper(world_size, "gloo"))
+        import os
+
+        seen = {}
+
+        @common_distributed.with_nccl_blocking_wait
+        def body():
+            seen.update(os.environ)
+
+        before = (os.environ.get("TORCH_NCCL_BLOCKING_WAIT"), os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING"))
+        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "3"
+        try:
+            body()
+            self.assertEqual(seen.get("TORCH_NCCL_BLOCKING_WAIT"), "1")
+            self.assertNotIn("TORCH_NCCL_ASYNC_ERROR_HANDLING", seen)
+            self.assertEqual(os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3")
+            self.assertEqual(os.environ.get("TORCH_NCCL_BLOCKING_WAIT"), before[0])
+        finally:
+            os.environ.pop("TORCH_NCCL_ASYNC_ERROR_HANDLING", None)
+            if before[1] is not None:
+                os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = before[1]
+
+        class T(unittest.TestCase):
+            world_size = 2
+
+            @common_distributed.skip_if_no_gpu
+            def test_x(self):
+                pass
+
+        result = unittest.TestResult()
+        T("test_x").run(result)
+        if not torch.cuda.is_available():
+            self.assertEqual([why for _, why in result.skipped], ["CUDA is not available."])
+
     def test_load_tests_keeps_the_modules_tests(self):
         class T(unittest.TestCase):
             def test_a(self):
