@@ -35,7 +35,8 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            "requires_gloo", "requires_accelerator_dist_backend", "requires_world_size", "skip_if_odd_worldsize",
            "skip_if_small_worldsize", "with_dist_debug_levels", "get_required_world_size",
            "spawn_threads_and_init_comms", "TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ROCM", "TEST_SKIPS", "TestSkip",
-           "_dynamo_dist_per_rank_init", "at_least_x_gpu", "captured_output", "tp_transports", "create_tcp_store", "init_multigpu_helper", "with_nccl_blocking_wait", "skip_if_no_gpu"]
+           "_dynamo_dist_per_rank_init", "at_least_x_gpu", "captured_output", "tp_transports", "create_tcp_store",
+           "init_multigpu_helper", "with_nccl_blocking_wait", "skip_if_no_gpu"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
