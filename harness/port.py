@@ -5,10 +5,12 @@ import argparse
 import ast
 import dataclasses
 import difflib
+import importlib.util
 import os
 import sys
 
-__all__ = ["MAPPING", "RENAMED", "PortResult", "port_source", "private_imports", "check", "main"]
+__all__ = ["MAPPING", "RENAMED", "NAMESPACES", "GONE", "PortResult", "port_source", "private_imports", "offered",
+           "check", "main"]
 
 _DISTRIBUTED = frozenset({"MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinousTest",
                           "MultiThreadedTestCase", "skip_if_lt_x_gpu", "run_subtests", "DistributedTestBase",
@@ -51,6 +53,64 @@ MAPPING: dict[str, frozenset[str]] = {
 }
 _UPSTREAM = "torch.testing._internal"
 
+#: upstream module -> its namespace in ``harness.upstream_modules`` (``harness/upstream_modules/<name>.py``),
+#: which offers the names its ``__all__`` lists: a name MAPPING does not move to ``from harness import`` goes to
+#: ``from harness.upstream_modules.<name> import``, and a module imported whole (``from torch.testing._internal
+#: import common_utils``, ``import torch.testing._internal.common_fsdp as cf``) becomes an import of the namespace
+NAMESPACES: dict[str, str] = {
+    f"{_UPSTREAM}.common_utils": "common_utils",
+    f"{_UPSTREAM}.common_distributed": "common_distributed",
+    f"{_UPSTREAM}.common_fsdp": "common_fsdp",
+    f"{_UPSTREAM}.distributed._tensor.common_dtensor": "common_dtensor",
+    f"{_UPSTREAM}.distributed.common_state_dict": "common_state_dict",
+    f"{_UPSTREAM}.common_dist_composable": "common_dist_composable",
+    f"{_UPSTREAM}.distributed.distributed_utils": "distributed_utils",
+    f"{_UPSTREAM}.distributed.fake_pg": "fake_pg",
+    f"{_UPSTREAM}.distributed.checkpoint_utils": "checkpoint_utils",
+    f"{_UPSTREAM}.common_device_type": "common_device_type",
+    f"{_UPSTREAM}.two_tensor": "two_tensor",
+    f"{_UPSTREAM}.logging_utils": "logging_utils",
+    f"{_UPSTREAM}.common_cuda": "common_cuda",
+    f"{_UPSTREAM}.distributed._shard.sharded_tensor": "sharded_tensor",
+    f"{_UPSTREAM}.distributed._shard.sharded_tensor._test_st_common": "st_common",
+}
+_NAMESPACE_PACKAGE = "harness.upstream_modules"
+
+#: "module.name" -> why the harness has no counterpart: names real files import that the supported torch's own
+#: ``torch.testing._internal`` does not have (the port leaves them, saying so; docs/compatibility.md lists them)
+GONE: dict[str, str] = {
+    f"{_UPSTREAM}.common_fsdp.FSDP_DEVICES": "not in torch 2.13's common_fsdp (a newer torch's list of FSDP test "
+                                            "devices): no upstream meaning to follow on the torch this supports",
+    f"{_UPSTREAM}.common_utils.HardwareClassification": "not in torch 2.13's common_utils (a newer torch's "
+                                                        "hardware tags): no upstream meaning to follow here",
+    f"{_UPSTREAM}.common_fsdp.FSDP_DEVICE_TYPE": "not in torch 2.13's common_fsdp",
+}
+_offered: dict[str, frozenset[str]] = {}
+
+
+def offered(module: str) -> frozenset[str]:
+    """The names ``harness.upstream_modules``'s namespace for the upstream ``module`` offers (its ``__all__``, read
+    from the source: the port imports no torch); empty when it has none.
+
+    Example::
+
+        "SEED" in offered("torch.testing._internal.common_utils")     # True
+    """
+    name = NAMESPACES.get(module)
+    if name is None:
+        return frozenset()
+    if name not in _offered:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "upstream_modules", f"{name}.py")
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        names: frozenset[str] = frozenset()
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
+                                                    for t in node.targets):
+                names = frozenset(ast.literal_eval(node.value))
+        _offered[name] = names
+    return _offered[name]
+
 
 @dataclasses.dataclass
 class PortResult:
@@ -59,7 +119,7 @@ class PortResult:
     path: str
     old: str
     new: str
-    mapped: list[str]  # "module.name" moved to ``from harness import``
+    mapped: list[str]  # "module.name" moved to harness (``from harness import``, a harness.upstream_modules namespace)
     unmapped: list[str]  # "module.name (line N)" left as upstream imports: the harness has no counterpart
 
     @property
@@ -88,42 +148,188 @@ def _import_line(module: str, names: list[str], indent: str) -> str:
     return f"{indent}from {module} import (\n{body}{indent})\n"
 
 
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for an attribute chain on a name; None for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _uses(tree: ast.AST, bound: str) -> tuple[set[str], list[ast.AST]]:
+    """What the file reads from the module bound to ``bound`` (a name, or a dotted path for a plain ``import
+    a.b.c``): the attributes read on it, and the expression nodes that spell it (to rewrite the dotted ones)."""
+    attrs: set[str] = set()
+    spelled: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _dotted(node.value) == bound:
+            attrs.add(node.attr)
+        if isinstance(node, (ast.Attribute, ast.Name)) and _dotted(node) == bound:
+            spelled.append(node)
+    return attrs, spelled
+
+
+_defined: dict[str, frozenset[str] | None] = {}
+
+
+def _installed_names(module: str) -> frozenset[str] | None:
+    """The names the installed torch's ``module`` defines at its top level, read from its source (nothing is
+    imported); None where that cannot be told (no torch, no such file, a star import)."""
+    if module in _defined:
+        return _defined[module]
+    names: frozenset[str] | None = None
+    try:
+        spec = importlib.util.find_spec("torch")  # a top-level package: found, not imported
+        base = os.path.dirname(spec.origin) if spec and spec.origin else None
+        parts = module.split(".")[1:]
+        for path in ([os.path.join(base, *parts) + ".py", os.path.join(base, *parts, "__init__.py")]
+                     if base else []):
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    names = _top_level_names(ast.parse(f.read(), path))
+                break
+    except (OSError, SyntaxError, ValueError, ImportError):
+        names = None
+    _defined[module] = names
+    return names
+
+
+def _top_level_names(tree: ast.Module) -> frozenset[str] | None:
+    found: set[str] = set()
+    for node in ast.walk(tree):  # names bound under if/try at the top level count too
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                if a.name == "*":
+                    return None
+                found.add(a.asname or a.name.split(".")[0])
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+    return frozenset(found)
+
+
+def _why_not(module: str, name: str) -> str:
+    why = GONE.get(f"{module}.{name}")
+    if why is None:
+        defined = _installed_names(module)
+        if defined is not None and name not in defined:
+            why = (f"not in the installed torch's {module.rsplit('.', 1)[-1]} (a name of another torch release): "
+                   "it fails at import under upstream's harness too")
+    return f"{module}.{name}: {why}" if why else f"{module}.{name}"
+
+
+def _binds_torch(tree: ast.AST, but: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if node is not but and isinstance(node, ast.Import) and any(
+                a.asname is None and (a.name == "torch" or a.name.startswith("torch.")) for a in node.names):
+            return True
+    return False
+
+
 def port_source(source: str, path: str = "<string>") -> PortResult:
-    """Rewrite ``from torch.testing._internal... import`` statements; every other line stays as it was.
+    """Rewrite ``torch.testing._internal`` imports; every other line stays as it was, but for the dotted
+    references to a module imported without an alias (``torch.testing._internal.common_utils.SEED``).
+
+    ``from X import name``: a name with a public twin moves to ``from harness import``, one the namespace of
+    ``X`` in ``harness.upstream_modules`` offers to ``from harness.upstream_modules.<X> import``. A module imported
+    whole becomes an import of its namespace, when the namespace offers every name the file reads from it.
 
     Example::
 
-        port_source("from torch.testing._internal.common_fsdp import FSDPTest, MLP\\n").new
-        # 'from harness import FSDPTest\\nfrom torch.testing._internal.common_fsdp import MLP\\n'
+        port_source("from torch.testing._internal.common_fsdp import FSDPTest, patch_all_gather\n").new
+        # 'from harness import FSDPTest\nfrom harness.upstream_modules.common_fsdp import patch_all_gather\n'
     """
     tree = ast.parse(source, filename=path)
     lines = source.splitlines(True)
     edits: list[tuple[int, int, str]] = []  # (first line index, end line index exclusive, replacement)
+    spans: list[tuple[int, int, int, str]] = []  # (line index, start byte, end byte, replacement) inside a line
     mapped: list[str] = []
     unmapped: list[str] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Import) and any(a.name.startswith(_UPSTREAM) for a in node.names):
+            first = lines[node.lineno - 1]
+            indent = first[:len(first) - len(first.lstrip())]
+            out: list[str] = []
             for a in node.names:
-                if a.name.startswith(_UPSTREAM):
-                    unmapped.append(f"import {_alias(a)} (line {node.lineno}): a module import; import the names "
-                                    "from harness instead")
+                if not a.name.startswith(_UPSTREAM):
+                    out.append(f"{indent}import {_alias(a)}\n")
+                    continue
+                namespace = NAMESPACES.get(a.name)
+                bound = a.asname or a.name
+                attrs, spelled = _uses(tree, bound)
+                missing = sorted(attrs - offered(a.name))
+                if namespace is None or missing:
+                    out.append(f"{indent}import {_alias(a)}\n")
+                    why = (f"uses {', '.join(missing)}, which harness.upstream_modules.{namespace} does not offer"
+                           if namespace else "a module the harness has no namespace for; import the names from harness instead")
+                    unmapped.append(f"import {_alias(a)} (line {node.lineno}): {why}")
+                    continue
+                mapped.append(f"{a.name} (the module)")
+                if a.asname:
+                    out.append(f"{indent}import {_NAMESPACE_PACKAGE}.{namespace} as {a.asname}\n")
+                    continue
+                # ``import a.b.c`` binds ``a`` and the file spells the module ``torch.testing._internal.x``
+                out.append(f"{indent}import {_NAMESPACE_PACKAGE}.{namespace}\n")
+                if not _binds_torch(tree, node):
+                    out.append(f"{indent}import torch\n")
+                for ref in spelled:
+                    if ref.lineno == ref.end_lineno:
+                        spans.append((ref.lineno - 1, ref.col_offset, ref.end_col_offset or 0,
+                                      f"{_NAMESPACE_PACKAGE}.{namespace}"))
+            edits.append((node.lineno - 1, node.end_lineno or node.lineno, "".join(out)))
             continue
         if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(_UPSTREAM) or node.level:
             continue
-        provided = MAPPING.get(node.module or "", frozenset())
-        to_harness = [a for a in node.names if a.name in provided]
-        stay = [a for a in node.names if a.name not in provided]
-        for a in stay:
-            unmapped.append(f"{node.module}.{a.name} (line {node.lineno})")
-        if not to_harness:
+        module = node.module or ""
+        provided = MAPPING.get(module, frozenset())
+        to_harness: list[ast.alias] = []
+        to_namespace: list[ast.alias] = []
+        modules: list[str] = []
+        stay: list[ast.alias] = []
+        for a in node.names:
+            whole = f"{module}.{a.name}"
+            if whole in NAMESPACES:  # ``from torch.testing._internal import common_utils``: a module
+                bound = a.asname or a.name
+                missing = sorted(_uses(tree, bound)[0] - offered(whole))
+                if missing:
+                    stay.append(a)
+                    unmapped.append(f"{whole} (line {node.lineno}): uses {', '.join(missing)}, which "
+                                    f"harness.upstream_modules.{NAMESPACES[whole]} does not offer")
+                else:
+                    namespace = NAMESPACES[whole]
+                    modules.append(namespace if namespace == bound else f"{namespace} as {bound}")
+                    mapped.append(f"{whole} (the module)")
+            elif a.name in provided:
+                to_harness.append(a)
+            elif a.name in offered(module):
+                to_namespace.append(a)
+            else:
+                stay.append(a)
+                if whole not in NAMESPACES:
+                    unmapped.append(f"{_why_not(module, a.name)} (line {node.lineno})")
+        if not (to_harness or to_namespace or modules):
             continue
-        mapped += [f"{node.module}.{a.name}" for a in to_harness]
+        mapped += [f"{module}.{a.name}" for a in to_harness + to_namespace]
         first = lines[node.lineno - 1]
         indent = first[:len(first) - len(first.lstrip())]
-        new = _import_line("harness", [_harness_alias(a) for a in to_harness], indent)
+        new = ""
+        if to_harness:
+            new += _import_line("harness", [_harness_alias(a) for a in to_harness], indent)
+        if to_namespace:
+            new += _import_line(f"{_NAMESPACE_PACKAGE}.{NAMESPACES[module]}", [_alias(a) for a in to_namespace], indent)
+        if modules:
+            new += _import_line(_NAMESPACE_PACKAGE, modules, indent)
         if stay:
-            new += _import_line(node.module or "", [_alias(a) for a in stay], indent)
+            new += _import_line(module, [_alias(a) for a in stay], indent)
         edits.append((node.lineno - 1, node.end_lineno or node.lineno, new))
+    for index, start, end, text in sorted(spans, reverse=True):
+        raw = lines[index].encode("utf-8")  # ast's columns count bytes
+        lines[index] = (raw[:start] + text.encode("utf-8") + raw[end:]).decode("utf-8")
     for start, end, text in sorted(edits, reverse=True):
         lines[start:end] = [text]
     return PortResult(path, source, "".join(lines), mapped, unmapped)

@@ -20,6 +20,16 @@ __all__ = ["MultiProcessTestCase", "FSDPTest", "DTensorTestBase"]
 __unittest = True
 
 
+#: the test this rank runs now (the last one bound): helpers called with only a rank, such as upstream's
+#: ``_dynamo_dist_per_rank_init(rank, world_size)``, find its rendezvous file through it
+_bound: "MultiProcessTestCase | None" = None
+
+
+def bound_test() -> "MultiProcessTestCase | None":
+    """The test this rank process runs now; None outside a rank."""
+    return _bound
+
+
 class MultiProcessTestCase(DistributedAssertions):
     """A TestCase whose test methods run once in each of ``world_size`` rank processes.
 
@@ -119,6 +129,8 @@ class MultiProcessTestCase(DistributedAssertions):
 
     def _harness_bind(self, rank: int, task: Task, placement: Placement) -> None:
         """Make this instance the test on ``rank``, as ``task`` asks, where the rank runs (its ``placement``)."""
+        global _bound
+        _bound = self
         self.rank = rank
         self._harness_placement = placement
         self._harness_device_type = placement.device_type

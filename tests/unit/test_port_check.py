@@ -9,7 +9,7 @@ import harness
 from harness.port import MAPPING, RENAMED, port_source, private_imports
 
 SAMPLE = '''from torch.testing._internal.common_utils import (
-    instantiate_parametrized_tests, parametrize, run_tests, TEST_WITH_DEV_DBG_ASAN, IS_FBCODE)
+    instantiate_parametrized_tests, parametrize, run_tests, TEST_WITH_DEV_DBG_ASAN, HardwareClassification)
 from torch.testing._internal.common_distributed import DynamoDistributedMultiProcTestCase, requires_nccl
 from torch.testing._internal.common_fsdp import MLP, get_devtype
 from torch.testing._internal.distributed._tensor.common_dtensor import MLPModule, ModelArgs, Transformer
@@ -27,9 +27,11 @@ class TestPort(unittest.TestCase):
 
     def test_real_imports_move(self):
         result = port_source(SAMPLE, "t.py")
-        self.assertEqual(result.unmapped, ["torch.testing._internal.common_utils.IS_FBCODE (line 1)"])
+        self.assertEqual(len(result.unmapped), 1)
+        self.assertRegex(result.unmapped[0], r"^torch.testing._internal.common_utils.HardwareClassification: not in "
+                                             r"torch 2.13's common_utils .*\(line 1\)$")
         left = private_imports(result.new, "t.py")
-        self.assertEqual(left, ["t.py:2: torch.testing._internal.common_utils: IS_FBCODE"])
+        self.assertEqual(left, ["t.py:2: torch.testing._internal.common_utils: HardwareClassification"])
         compile(result.new, "t.py", "exec")
 
     def test_check_exits_non_zero_while_one_is_left(self):
@@ -46,11 +48,12 @@ class TestPort(unittest.TestCase):
             subprocess.run([sys.executable, "-m", "harness.port", "-q", path], check=True, capture_output=True)
             run = subprocess.run([sys.executable, "-m", "harness.port", "--check", folder], capture_output=True,
                                  text=True)
-            self.assertEqual(run.returncode, 1)  # IS_FBCODE has no counterpart
-            self.assertEqual(run.stdout.strip(), f"{path}:2: torch.testing._internal.common_utils: IS_FBCODE")
+            self.assertEqual(run.returncode, 1)  # HardwareClassification: not in the supported torch
+            self.assertEqual(run.stdout.strip(), f"{path}:2: torch.testing._internal.common_utils: "
+                                                 "HardwareClassification")
             with open(path) as f:
-                text = f.read().replace(", IS_FBCODE", "").replace("from torch.testing._internal.common_utils import "
-                                                                      "IS_FBCODE\n", "")
+                text = f.read().replace("from torch.testing._internal.common_utils import HardwareClassification\n",
+                                        "")
             with open(path, "w") as f:
                 f.write(text)
             run = subprocess.run([sys.executable, "-m", "harness.port", "--check", path], capture_output=True,

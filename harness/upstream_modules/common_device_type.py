@@ -1,0 +1,430 @@
+"""``torch.testing._internal.common_device_type`` as distributed test files use it: one class per device type
+the machine has, made from a device-generic test class (``TestFoo`` -> ``TestFooCPU``, ``TestFooCUDA``, tests
+``test_x_cpu``, ``test_x_cuda_float32``), on any of the harness's classes, composing with ``parametrize``; and
+the decorators that read the device type (``onlyCPU``, ``onlyCUDA``, ``dtypes``, ``skipCUDAIf``, ...)."""
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import os
+import unittest
+from typing import Any, Callable, Iterable, Iterator
+
+import torch
+
+from harness.classes.case import MultiProcessTestCase
+from harness.testing.parametrize import PARAMS_ATTR, _compose
+
+__all__ = ["instantiate_device_type_tests", "DeviceTypeTestBase", "CPUTestBase", "CUDATestBase", "XPUTestBase",
+           "HPUTestBase", "MPSTestBase", "get_device_type_test_bases", "get_desired_device_type_test_bases",
+           "onlyOn", "onlyCPU", "onlyCUDA", "onlyXPU", "onlyHPU", "onlyMPS", "onlyAccelerator",
+           "onlyNativeDeviceTypes", "skipIf", "skipCPUIf", "skipCUDAIf", "skipXPUIf", "skipHPUIf", "skipMPSIf",
+           "skipGPUIf", "skipMeta", "dtypes", "dtypesIfCPU", "dtypesIfCUDA", "dtypesIfXPU", "dtypesIfHPU",
+           "dtypesIfMPS", "deviceCountAtLeast"]
+
+#: upstream's environment variables that narrow the device types (comma-separated device types)
+ONLY_FOR_VAR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
+EXCEPT_FOR_VAR = "PYTORCH_TESTING_DEVICE_EXCEPT_FOR"
+_NATIVE = ("cpu", "cuda", "meta", torch._C._get_privateuse1_backend_name())
+
+
+class DeviceTypeTestBase:
+    """The device half of a generated class (``TestFooCPU`` derives from ``CPUTestBase`` and ``TestFoo``):
+    ``device_type`` as a class attribute, and the device a test gets as its ``device`` argument."""
+
+    device_type: str = "generic_device_type"
+
+    @classmethod
+    def get_primary_device(cls) -> str:
+        return cls.device_type
+
+    @classmethod
+    def get_all_devices(cls) -> list[str]:
+        return [cls.get_primary_device()]
+
+    @classmethod
+    def distributed_backend(cls) -> str:
+        import torch.distributed as dist
+
+        return dist.get_default_backend_for_device(cls.device_type)
+
+    @classmethod
+    def _get_dtypes(cls, test: Any) -> Any:
+        table = getattr(test, "dtypes", None)
+        if table is None:
+            return None
+        if "all" not in table:
+            raise AssertionError(f"@dtypes is mandatory when using @dtypesIf however '{test.__name__}' didn't "
+                                 "specify it")
+        return table.get(cls.device_type, table["all"])
+
+
+class _AcceleratorTestBase(DeviceTypeTestBase):
+    @classmethod
+    def get_primary_device(cls) -> str:
+        # called in the process that runs the test: a rank of the harness is already on its own device
+        module = torch.get_device_module(cls.device_type)
+        return f"{cls.device_type}:{module.current_device()}"
+
+    @classmethod
+    def get_all_devices(cls) -> list[str]:
+        primary = cls.get_primary_device()
+        count = torch.get_device_module(cls.device_type).device_count()
+        return [primary] + [f"{cls.device_type}:{i}" for i in range(count) if f"{cls.device_type}:{i}" != primary]
+
+
+class CPUTestBase(DeviceTypeTestBase):
+    device_type = "cpu"
+
+
+class CUDATestBase(_AcceleratorTestBase):
+    device_type = "cuda"
+
+
+class XPUTestBase(_AcceleratorTestBase):
+    device_type = "xpu"
+
+
+class HPUTestBase(_AcceleratorTestBase):
+    device_type = "hpu"
+
+
+class MPSTestBase(DeviceTypeTestBase):
+    device_type = "mps"
+
+
+def _available(base: type[DeviceTypeTestBase]) -> bool:
+    kind = base.device_type
+    if kind == "cpu":
+        return True
+    if os.environ.get("HARNESS_DEVICE") == "cpu":
+        return False  # the run keeps to the CPU: no accelerator class
+    if kind == "mps":
+        return bool(torch.backends.mps.is_available())
+    module = getattr(torch, kind, None)
+    return bool(module is not None and module.is_available())
+
+
+def get_device_type_test_bases() -> list[type[DeviceTypeTestBase]]:
+    """The device types this machine has, among CPU, CUDA and HPU (XPU and MPS are asked for by name)."""
+    return [b for b in (CPUTestBase, CUDATestBase, HPUTestBase) if _available(b)]
+
+
+def _names(value: str | Iterable[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _filter(bases: list[type[DeviceTypeTestBase]], except_for: Any, only_for: Any) -> list[type[DeviceTypeTestBase]]:
+    excluded, only = _names(except_for), _names(only_for)
+    both = set(excluded) & set(only)
+    if both:
+        raise AssertionError(f"device ({both}) appeared in both except_for and only_for")
+    return [b for b in bases if b.device_type not in excluded and (not only or b.device_type in only)]
+
+
+def get_desired_device_type_test_bases(except_for: Any = None, only_for: Any = None, include_lazy: bool = False,
+                                       allow_mps: bool = False, allow_xpu: bool = False
+                                       ) -> list[type[DeviceTypeTestBase]]:
+    """The device types to make classes for: the machine's, narrowed by the arguments and by upstream's
+    ``PYTORCH_TESTING_DEVICE_ONLY_FOR`` / ``PYTORCH_TESTING_DEVICE_EXCEPT_FOR``."""
+    bases = get_device_type_test_bases()
+    if allow_mps and _available(MPSTestBase):
+        bases.append(MPSTestBase)
+    if allow_xpu and _available(XPUTestBase):
+        bases.append(XPUTestBase)
+    bases = _filter(bases, except_for, only_for)
+    env = [[n for n in os.environ.get(var, "").split(",") if n] for var in (EXCEPT_FOR_VAR, ONLY_FOR_VAR)]
+    return _filter(bases, env[0], env[1])
+
+
+def _name_part(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "" if not value else "_" + "_".join(str(d).split(".")[1] for d in value)
+    return f"_{str(value).split('.')[1]}" if value else ""
+
+
+def _instantiate(device_cls: type, name: str, test: Callable[..., Any], generic_cls: type) -> None:
+    make = getattr(test, "parametrize_fn", None)
+
+    def plain(t: Callable[..., Any], g: Any, d: Any) -> Iterator[Any]:
+        yield t, "", {}, lambda _: []
+
+    make = make or plain
+    dtypes = device_cls._get_dtypes(test)  # type: ignore[attr-defined]
+    if dtypes is not None:
+        def by_dtype(t: Callable[..., Any], g: Any, d: Any, dtypes: Any = dtypes) -> Iterator[Any]:
+            for dtype in dtypes:
+                yield t, "", ({"dtypes": dtype} if isinstance(dtype, (list, tuple)) else {"dtype": dtype}), \
+                    (lambda _: [])
+        make = _compose(by_dtype, make)
+    for gen_test, suffix, params, decorators in make(test, generic_cls, device_cls):
+        dtype = params.get("dtypes", params.get("dtype"))
+        full = f"{name}{'_' + suffix if suffix else ''}_{device_cls.device_type}{_name_part(dtype)}"
+        for decorator in decorators(params):
+            gen_test = decorator(gen_test)
+        if full in device_cls.__dict__:
+            raise AssertionError(f"Redefinition of test {full}")
+        setattr(device_cls, full, _device_test(gen_test, dict(params), full))
+
+
+def _device_test(test: Callable[..., Any], params: dict[str, Any], name: str) -> Callable[..., Any]:
+    wants = inspect.signature(test).parameters
+    multi = hasattr(test, "num_required_devices")
+
+    @functools.wraps(test)
+    def instantiated(self: Any) -> Any:
+        kwargs = dict(params)
+        if "device" in wants or "devices" in wants:
+            # where the test runs (the rank, on the rank's own GPU), not where the class was made
+            if multi:
+                kwargs["devices"] = type(self).get_all_devices()
+            else:
+                kwargs["device"] = type(self).get_primary_device()
+        return test(self, **kwargs)
+
+    instantiated.__dict__.pop("parametrize_fn", None)
+    instantiated.__name__ = name
+    instantiated.__qualname__ = name
+    setattr(instantiated, PARAMS_ATTR, dict(params))
+    return instantiated
+
+
+def _cpu_backend_for(generic_cls: type) -> dict[str, Any]:
+    """On a harness multi-process class, the CPU class's ranks meet over gloo even where the run put them on
+    GPUs (upstream's classes pick the backend from ``device_type`` the same way)."""
+    if not issubclass(generic_cls, MultiProcessTestCase):
+        return {}
+    if generic_cls.backend is not MultiProcessTestCase.__dict__["backend"]:
+        return {}  # the class picks its own backend (a property or DistributedTestBase's method)
+    return {"backend": property(lambda self: "gloo")}
+
+
+def instantiate_device_type_tests(generic_test_class: type, scope: dict[str, Any], except_for: Any = None,
+                                  only_for: Any = None, include_lazy: bool = False, allow_mps: bool = False,
+                                  allow_xpu: bool = False) -> None:
+    """Replace ``generic_test_class`` in ``scope`` (the module's ``globals()``) by one class per device type the
+    machine has (``TestFooCPU``; ``TestFooCUDA`` where CUDA is there; ``only_for``/``except_for`` narrow it),
+    with upstream's test names: ``test_x`` -> ``test_x_cpu``, with ``@parametrize`` ``test_x_n_1_cpu``, with
+    ``@dtypes`` ``test_x_cpu_float32``. A test that takes ``device`` gets the device it runs on (a rank's own
+    GPU: ``cuda:2``); the class's ``device_type`` is the device type. The generic class may be any of the
+    harness's classes (``DTensorTestBase``, ``FSDPTest``, ``TestCase``, ...).
+
+    Example::
+
+        class TestAllReduce(DTensorTestBase):
+            @with_comms
+            def test_sum(self, device):
+                t = torch.ones(2, device=device)
+                ...
+        instantiate_device_type_tests(TestAllReduce, globals(), only_for=("cpu", "cuda"))
+    """
+    if not isinstance(generic_test_class, type) or not isinstance(scope, dict):
+        raise TypeError(f"instantiate_device_type_tests({generic_test_class!r}, ...): give the test class and the "
+                        "module's globals()")
+    if generic_test_class.__name__ not in scope:
+        raise KeyError(f"instantiate_device_type_tests: {generic_test_class.__name__} is not in the scope given; "
+                       "pass the globals() of the module that defines it")
+    del scope[generic_test_class.__name__]
+    members = dict(generic_test_class.__dict__)
+    tests = [name for name in members if name.startswith("test")]
+    for base in get_desired_device_type_test_bases(except_for, only_for, include_lazy, allow_mps, allow_xpu):
+        extra = _cpu_backend_for(generic_test_class) if base.device_type == "cpu" else {}
+        name = generic_test_class.__name__ + base.device_type.upper()
+        device_cls: Any = type(name, (base, generic_test_class), {"__module__": generic_test_class.__module__,
+                                                                  "__qualname__": name, **extra})
+        for member in tests:
+            _instantiate(device_cls, member, copy.deepcopy(members[member]), generic_test_class)
+        scope[name] = device_cls
+    for member in tests:
+        delattr(generic_test_class, member)
+
+
+# ---- the decorators that read the device type -----------------------------------------------------------
+
+class onlyOn:
+    """Skip the test on the device types other than ``device_type`` (a name or a list)."""
+
+    def __init__(self, device_type: str | list[str]) -> None:
+        self.device_type = device_type
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        kinds = [self.device_type] if isinstance(self.device_type, str) else list(self.device_type)
+
+        @functools.wraps(fn)
+        def only_fn(slf: Any, *args: Any, **kwargs: Any) -> Any:
+            if slf.device_type not in kinds and not getattr(slf, "bypass_device_restrictions", False):
+                raise unittest.SkipTest(f"Only runs on {self.device_type}")
+            return fn(slf, *args, **kwargs)
+
+        return only_fn
+
+
+def onlyCPU(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return onlyOn("cpu")(fn)
+
+
+def onlyCUDA(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return onlyOn("cuda")(fn)
+
+
+def onlyXPU(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return onlyOn("xpu")(fn)
+
+
+def onlyHPU(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return onlyOn("hpu")(fn)
+
+
+def onlyMPS(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return onlyOn("mps")(fn)
+
+
+def onlyAccelerator(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Skip the test on CPU and meta."""
+    @functools.wraps(fn)
+    def only_fn(slf: Any, *args: Any, **kwargs: Any) -> Any:
+        if slf.device_type in ("cpu", "meta"):
+            raise unittest.SkipTest("Only runs on accelerator devices")
+        return fn(slf, *args, **kwargs)
+
+    return only_fn
+
+
+def onlyNativeDeviceTypes(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Skip the test on device types other than CPU, CUDA, meta and the registered private one."""
+    @functools.wraps(fn)
+    def only_fn(slf: Any, *args: Any, **kwargs: Any) -> Any:
+        if slf.device_type not in _NATIVE:
+            raise unittest.SkipTest(f"onlyNativeDeviceTypes: doesn't run on {slf.device_type}")
+        return fn(slf, *args, **kwargs)
+
+    return only_fn
+
+
+class skipIf:
+    """Skip the test where ``dep`` holds (a bool, or the name of an attribute of the test that is true; an
+    attribute missing counts as true, as upstream's), on ``device_type`` only when given."""
+
+    def __init__(self, dep: bool | str, reason: str, device_type: str | Iterable[str] | None = None) -> None:
+        self.dep, self.reason, self.device_type = dep, reason, device_type
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def dep_fn(slf: Any, *args: Any, **kwargs: Any) -> Any:
+            kinds = self.device_type
+            here = kinds is None or kinds == slf.device_type or (
+                not isinstance(kinds, str) and slf.device_type in kinds)
+            if here and ((isinstance(self.dep, str) and getattr(slf, self.dep, True))
+                         or (isinstance(self.dep, bool) and self.dep)):
+                raise unittest.SkipTest(self.reason)
+            return fn(slf, *args, **kwargs)
+
+        return dep_fn
+
+
+class skipCPUIf(skipIf):
+    def __init__(self, dep: bool | str, reason: str) -> None:
+        super().__init__(dep, reason, device_type="cpu")
+
+
+class skipCUDAIf(skipIf):
+    def __init__(self, dep: bool | str, reason: str) -> None:
+        super().__init__(dep, reason, device_type="cuda")
+
+
+class skipXPUIf(skipIf):
+    def __init__(self, dep: bool | str, reason: str) -> None:
+        super().__init__(dep, reason, device_type="xpu")
+
+
+class skipHPUIf(skipIf):
+    def __init__(self, dep: bool | str, reason: str) -> None:
+        super().__init__(dep, reason, device_type="hpu")
+
+
+class skipMPSIf(skipIf):
+    def __init__(self, dep: bool | str, reason: str) -> None:
+        super().__init__(dep, reason, device_type="mps")
+
+
+class skipGPUIf(skipIf):
+    def __init__(self, dep: bool | str, reason: str) -> None:
+        super().__init__(dep, reason, device_type=("cuda", "xpu", "hpu", "mps"))
+
+
+def skipMeta(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return skipIf(True, "test doesn't work with meta tensors", device_type="meta")(fn)
+
+
+class dtypes:
+    """Run the test once per dtype (or per tuple of dtypes, passed as ``dtypes``), named ``..._cpu_float32``;
+    ``device_type=`` gives the dtypes for one device type (``dtypesIfCUDA``), ``"all"`` the others."""
+
+    def __init__(self, *args: Any, device_type: str = "all") -> None:
+        if args and isinstance(args[0], (list, tuple)):
+            for arg in args:
+                if not isinstance(arg, (list, tuple)):
+                    raise AssertionError("When one dtype variant is a tuple or list, all dtype variants must be. "
+                                         f"Received non-list non-tuple dtype {arg}")
+                if not all(isinstance(d, torch.dtype) for d in arg):
+                    raise AssertionError(f"Unknown dtype in {arg}")
+        elif not all(isinstance(d, torch.dtype) for d in args):
+            raise AssertionError(f"Unknown dtype in {args}")
+        self.args, self.device_type = args, device_type
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        table = getattr(fn, "dtypes", {})
+        if self.device_type in table:
+            raise AssertionError(f"dtypes redefinition for {self.device_type}")
+        table[self.device_type] = self.args
+        fn.dtypes = table  # type: ignore[attr-defined]
+        return fn
+
+
+class dtypesIfCPU(dtypes):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args, device_type="cpu")
+
+
+class dtypesIfCUDA(dtypes):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args, device_type="cuda")
+
+
+class dtypesIfXPU(dtypes):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args, device_type="xpu")
+
+
+class dtypesIfHPU(dtypes):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args, device_type="hpu")
+
+
+class dtypesIfMPS(dtypes):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args, device_type="mps")
+
+
+class deviceCountAtLeast:
+    """Give the test every device of its type (``devices``, the one it runs on first); skip it on fewer than
+    ``num_required_devices``."""
+
+    def __init__(self, num_required_devices: int) -> None:
+        self.num_required_devices = num_required_devices
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if hasattr(fn, "num_required_devices"):
+            raise AssertionError(f"deviceCountAtLeast redefinition for {fn.__name__}")
+        fn.num_required_devices = self.num_required_devices  # type: ignore[attr-defined]
+
+        @functools.wraps(fn)
+        def multi_fn(slf: Any, devices: list[str], *args: Any, **kwargs: Any) -> Any:
+            if len(devices) < self.num_required_devices:
+                raise unittest.SkipTest(f"fewer than {self.num_required_devices} devices detected")
+            return fn(slf, devices, *args, **kwargs)
+
+        return multi_fn

@@ -1,0 +1,240 @@
+"""``torch.testing._internal.common_distributed`` as distributed test files use it: the harness's classes and
+decorators, upstream's ``TEST_SKIPS`` table, and ``_dynamo_dist_per_rank_init`` on the harness's ranks."""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import io
+import os
+import shutil
+import subprocess
+import sys
+import functools
+from typing import Any, Callable, Iterator, NamedTuple
+
+import torch
+import torch.distributed as dist
+
+from harness.classes.case import MultiProcessTestCase, bound_test
+from harness.classes.compat import MultiProcContinuousTest
+from harness.classes.dynamo import (DistributedTestBase, DynamoDistributedMultiProcTestCase,
+                                    DynamoDistributedSingleProcTestCase)
+from harness.inprocess.threaded import spawn_threads_and_init_comms
+from harness.inprocess.threaded_classes import MultiThreadedTestCase
+from harness.testing.decorators import skip_if_lt_x_gpu
+from harness.testing.fake_store import FakeStore
+from harness.testing.requirements import (flag, get_required_world_size, requires_accelerator_dist_backend,
+                                          requires_gloo, requires_nccl, requires_world_size, skip_if_odd_worldsize,
+                                          skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
+                                          with_dist_debug_levels)
+from harness.testing.subtests import run_subtests
+
+__all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinousTest", "MultiThreadedTestCase",
+           "DistributedTestBase", "DynamoDistributedMultiProcTestCase", "DynamoDistributedSingleProcTestCase",
+           "skip_if_lt_x_gpu", "run_subtests", "skip_if_win32", "skip_if_rocm_multiprocess", "requires_nccl",
+           "requires_gloo", "requires_accelerator_dist_backend", "requires_world_size", "skip_if_odd_worldsize",
+           "skip_if_small_worldsize", "with_dist_debug_levels", "get_required_world_size",
+           "spawn_threads_and_init_comms", "TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ROCM", "TEST_SKIPS", "TestSkip",
+           "_dynamo_dist_per_rank_init", "at_least_x_gpu", "captured_output", "tp_transports", "create_tcp_store",
+           "init_multigpu_helper", "with_nccl_blocking_wait", "skip_if_no_gpu"]
+
+MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
+TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
+TEST_WITH_ROCM: bool = flag("TEST_WITH_ROCM")
+
+
+class TestSkip(NamedTuple):
+    """One row of upstream's skip table: the exit code its ranks leave with, and the skip's message."""
+
+    exit_code: int
+    message: str
+
+
+#: upstream's table of skips (key -> exit code, message), with its codes and words. Ported tests read it for the
+#: messages (``TEST_SKIPS["multi-gpu-2"].message``); a rank here never needs to exit with a code to skip:
+#: ``raise unittest.SkipTest(...)`` in the test body is reported as that rank's skip.
+TEST_SKIPS: dict[str, TestSkip] = {
+    "backend_unavailable": TestSkip(72, "Skipped because distributed backend is not available."),
+    "small_worldsize": TestSkip(73, "Skipped due to small world size."),
+    "odd_worldsize": TestSkip(87, "Skipped due to odd world size."),
+    "no_cuda": TestSkip(74, "CUDA is not available."),
+    **{f"multi-gpu-{n}": TestSkip(code, f"Need at least {n} CUDA device{'s' if n > 1 else ''}")
+       for n, code in ((1, 75), (2, 77), (3, 80), (4, 81), (5, 82), (6, 83), (7, 84), (8, 85))},
+    "nccl": TestSkip(76, "c10d not compiled with NCCL support"),
+    "skipIfRocm": TestSkip(78, "Test skipped for ROCm"),
+    "no_peer_access": TestSkip(79, "Test skipped because no GPU peer access"),
+    "generic": TestSkip(86, "Test skipped at subprocess level, look at subprocess log for skip reason"),
+    "importerror": TestSkip(88, "Test skipped due to missing import"),
+    "no_accelerator": TestSkip(89, "accelerator is not available."),
+}
+
+
+def at_least_x_gpu(x: int) -> bool:
+    """Whether this machine has ``x`` or more GPUs (CUDA, HPU or XPU) of one kind."""
+    for kind in ("cuda", "hpu", "xpu"):
+        module = getattr(torch, kind, None)
+        if module is not None and module.is_available() and module.device_count() >= x:
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def captured_output() -> Iterator[tuple[io.StringIO, io.StringIO]]:
+    """``sys.stdout`` and ``sys.stderr`` replaced by two ``StringIO`` for the block (Python-level writes only)."""
+    out, err = io.StringIO(), io.StringIO()
+    before = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        yield out, err
+    finally:
+        sys.stdout, sys.stderr = before
+
+
+def tp_transports() -> list[str] | None:
+    """TensorPipe's transports for RPC: ``["shm", "uv"]`` on a machine with an EFA interface (where the
+    InfiniBand transport fails), else None (TensorPipe's own choice)."""
+    fi_info = shutil.which("fi_info")
+    if fi_info is None:
+        return None
+    try:
+        found = subprocess.run([fi_info, "-p", "efa", "-t", "FI_EP_RDM"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return ["shm", "uv"] if found.returncode == 0 else None
+
+
+def create_tcp_store(addr: str = "localhost", world_size: int = 1, is_master: bool = True,
+                     timeout: datetime.timedelta = datetime.timedelta(minutes=5), wait_for_workers: bool = True,
+                     jit_class: bool = False, use_libuv: bool = True) -> dist.TCPStore:
+    """A ``TCPStore`` on a free port of ``addr``: the master when ``is_master``. A port another process takes
+    between the choice and the bind is chosen again (up to 10 times); ``jit_class=True`` makes TorchScript's
+    store class, with ``timeout``. As upstream's, ``timeout`` is not given to the plain store.
+
+    Example::
+
+        store = create_tcp_store()
+        store.set("key", "value")
+    """
+    from harness.upstream_modules.common_utils import ADDRESS_IN_USE, find_free_port
+
+    for attempt in range(10):
+        port = find_free_port()
+        try:
+            if jit_class:
+                millis = int(timeout / datetime.timedelta(milliseconds=1))
+                return torch.classes.dist_c10d.TCPStore(addr, port, world_size, is_master, millis)
+            return dist.TCPStore(addr, port, world_size, is_master, wait_for_workers=wait_for_workers,
+                                 use_libuv=use_libuv)
+        except (RuntimeError, dist.DistNetworkError) as exc:
+            if ADDRESS_IN_USE not in str(exc) or attempt == 9:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _gpu_count() -> int:
+    for kind in ("hpu", "xpu", "cuda"):
+        module = getattr(torch, kind, None)
+        if module is not None and module.is_available():
+            return module.device_count()
+    return 0
+
+
+def init_multigpu_helper(world_size: int, backend: str) -> dict[int, list[int]]:
+    """Each rank's GPUs, the visible ones split evenly: rank ``i`` gets ``[i]`` where there are as many GPUs as
+    ranks (the list may name a GPU past the count, as upstream's does), an equal share where there are fewer."""
+    count = _gpu_count()
+    per_rank = count // world_size if world_size > count else 1
+    visible = range(count)
+    return {i: list(visible[i * per_rank:(i + 1) * per_rank]) for i in range(world_size)}
+
+
+def with_nccl_blocking_wait(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Run the test with ``TORCH_NCCL_BLOCKING_WAIT=1`` and ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` unset; both are put
+    back after it (unset ones unset again: upstream's leaves ``TORCH_NCCL_BLOCKING_WAIT=1`` behind)."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        before = {k: os.environ.get(k) for k in ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_BLOCKING_WAIT")}
+        os.environ.pop("TORCH_NCCL_ASYNC_ERROR_HANDLING", None)
+        os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"
+        try:
+            return func(*args, **kwargs)
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+    return wrapper
+
+
+def skip_if_no_gpu(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Skip the test, in its ranks, without a GPU, or with fewer GPUs than ranks (each rank its own GPU), with
+    upstream's messages (``TEST_SKIPS``). Upstream's ranks exit with a code for it; here each rank raises
+    ``unittest.SkipTest``, which the harness reports as the test's skip."""
+    import unittest
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        world_size = getattr(args[0], "world_size", None) if args else None
+        if world_size is None:
+            world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        count = _gpu_count()
+        if count == 0:
+            raise unittest.SkipTest(TEST_SKIPS["no_cuda"].message)
+        if count < world_size:
+            raise unittest.SkipTest(TEST_SKIPS[f"multi-gpu-{world_size}"].message)
+        return func(*args, **kwargs)
+    return wrapper
+
+
+def _reset_dynamo() -> None:
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+
+
+@contextlib.contextmanager
+def _dynamo_dist_per_rank_init(rank: int, world_size: int, backend: str | None = None, init_pg: bool = True,
+                               fake_pg: bool = False) -> Iterator[None]:
+    """What upstream's dynamo multi-process tests wrap their body in: this rank's default group for the block,
+    dynamo's caches and counters reset before and after it.
+
+    In a harness rank the group meets on the test's own rendezvous file (upstream's uses a fixed TCP port,
+    6789, which two runs at once would share), on the ranks' device: the accelerator the harness put the rank
+    on, else CPU over gloo. ``fake_pg=True``: torch's ``fake`` group (no peers). Elsewhere (a launcher's
+    process) the group meets as upstream's does, through ``MASTER_ADDR``/``MASTER_PORT``.
+
+    Example::
+
+        class TestCompiledDDP(DynamoDistributedMultiProcTestCase):
+            def test_ddp(self):
+                with _dynamo_dist_per_rank_init(self.rank, self.world_size):
+                    ...
+    """
+    test = bound_test()
+    on_cpu = test is not None and test._harness_placement is not None and test._harness_placement.device_type == "cpu"
+    accelerator = None if on_cpu else torch.accelerator.current_accelerator()
+    device_type = accelerator.type if accelerator is not None else "cpu"
+    if not fake_pg and accelerator is not None and (test is None or test._harness_placement is None):
+        torch.accelerator.set_device_index(rank)  # in a harness rank the harness already put it on its GPU
+    if backend is None:
+        backend = dist.get_default_backend_for_device(device_type)
+    if init_pg:
+        if fake_pg:
+            dist.init_process_group(backend="fake", world_size=world_size, rank=rank, store=FakeStore())
+        elif test is not None and test.file_name is not None:
+            store = dist.FileStore(test.file_name, world_size)
+            dist.init_process_group(backend=backend, rank=rank, world_size=world_size, store=store)
+        else:
+            os.environ.setdefault("MASTER_ADDR", "localhost")
+            os.environ.setdefault("MASTER_PORT", "6789")
+            dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+    _reset_dynamo()
+    try:
+        yield
+    finally:
+        _reset_dynamo()
+        if init_pg and dist.is_initialized():
+            dist.destroy_process_group()
+

@@ -1,0 +1,214 @@
+"""``torch.testing._internal.common_fsdp`` as distributed test files use it: the harness's FSDP classes and
+models, and FSDP2's communication interception (``patch_all_gather``, ``patch_reduce_scatter``, ...), with
+which tests count and check the collectives FSDP2 issues."""
+from __future__ import annotations
+
+import contextlib
+import types
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from harness.classes.case import FSDPTest, MultiProcessTestCase
+from harness.classes.compat import FSDPTestContinuous, MultiProcContinuousTest, check_sharded_parity
+from harness.classes.dynamo import (DistributedTestBase, DynamoDistributedMultiProcTestCase,
+                                    DynamoDistributedSingleProcTestCase)
+from harness.inprocess.threaded import spawn_threads_and_init_comms
+from harness.inprocess.threaded_classes import FSDPTestMultiThread, MultiThreadedTestCase
+from harness.models import (DEVICEInitMode, DoubleLinear, FSDPInitMode, MLP, MLPStack, NestedWrappedModule,
+                            TransformerWithSharedParams)
+from harness.testing.requirements import (get_devtype, get_required_world_size, requires_accelerator_dist_backend,
+                                          requires_gloo, requires_nccl, requires_world_size, skip_if_odd_worldsize,
+                                          skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
+                                          with_dist_debug_levels)
+from harness.testing.subtests import run_subtests
+
+__all__ = ["FSDPTest", "FSDPTestMultiThread", "FSDPTestContinuous", "MultiProcessTestCase", "MultiThreadedTestCase",
+           "MultiProcContinuousTest", "DistributedTestBase", "DynamoDistributedMultiProcTestCase",
+           "DynamoDistributedSingleProcTestCase", "check_sharded_parity", "get_devtype", "run_subtests",
+           "get_required_world_size", "requires_accelerator_dist_backend", "requires_gloo", "requires_nccl",
+           "requires_world_size", "skip_if_odd_worldsize", "skip_if_rocm_multiprocess", "skip_if_small_worldsize",
+           "skip_if_win32", "with_dist_debug_levels", "spawn_threads_and_init_comms",
+           "MLP", "MLPStack", "DoubleLinear", "NestedWrappedModule", "TransformerWithSharedParams", "FSDPInitMode",
+           "DEVICEInitMode", "patch_all_gather", "patch_reduce_scatter", "patch_all_reduce",
+           "patch_foreach_all_gather", "patch_foreach_reduce", "patch_unshard", "patch_reshard",
+           "patch_post_backward", "patch_register_post_backward_hook_backward", "reduce_scatter_with_assert",
+           "_maybe_wrap_fsdp", "_move_to_device", "get_full_params", "_zero_model"]
+
+
+def _collectives_module() -> types.ModuleType:
+    import torch.distributed.fsdp._fully_shard._fsdp_collectives as collectives
+
+    return collectives
+
+
+def _called(candidates: tuple[str, ...]) -> str:
+    """Which of ``candidates`` (names of ``torch.distributed``) FSDP2's collectives call on this torch.
+
+    torch 2.13 calls ``dist.all_gather_single``/``reduce_scatter_single``, earlier ones
+    ``all_gather_into_tensor``/``reduce_scatter_tensor``: a patch must replace the one FSDP2 calls.
+    """
+    module = _collectives_module()
+    names: set[str] = set()
+    stack = [v.__code__ for v in vars(module).values() if isinstance(v, types.FunctionType)]
+    stack += [f.__code__ for v in vars(module).values() if isinstance(v, type)
+              for f in vars(v).values() if isinstance(f, types.FunctionType)]
+    while stack:
+        code = stack.pop()
+        names.update(code.co_names)
+        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    for name in candidates:
+        if name in names and hasattr(dist, name):
+            return name
+    raise RuntimeError(f"FSDP2's collectives on torch {torch.__version__} call none of {', '.join(candidates)}: "
+                       "this harness does not know what to patch on this torch")
+
+
+def _barrier() -> None:
+    # Threaded ranks share the module being patched: every rank reads the original before any replaces it,
+    # and every rank is done with the patched one before any restores it.
+    if dist.is_initialized():
+        dist.barrier()
+
+
+@contextlib.contextmanager
+def _patched(owner: Any, name: str, new: Callable[..., Any]) -> Iterator[None]:
+    original = getattr(owner, name)
+    _barrier()
+    setattr(owner, name, new)
+    try:
+        yield
+    finally:
+        _barrier()
+        setattr(owner, name, original)
+
+
+def patch_all_gather(new_all_gather_into_tensor: Callable[..., Any]) -> contextlib.AbstractContextManager[None]:
+    """Within the block, FSDP2's all-gathers call ``new_all_gather_into_tensor`` with the arguments they would
+    give torch's (``output_tensor, input_tensor, group=, async_op=``); every rank enters and leaves together.
+
+    Example::
+
+        orig = dist.all_gather_single   # all_gather_into_tensor before torch 2.13
+        count = 0
+        def counting(*args, **kwargs):
+            nonlocal count; count += 1
+            return orig(*args, **kwargs)
+        with patch_all_gather(counting):
+            model(inp).sum().backward()
+    """
+    return _patched(dist, _called(("all_gather_single", "all_gather_into_tensor")), new_all_gather_into_tensor)
+
+
+def patch_reduce_scatter(new_reduce_scatter_tensor: Callable[..., Any]) -> contextlib.AbstractContextManager[None]:
+    """Within the block, FSDP2's reduce-scatters call ``new_reduce_scatter_tensor`` (``output, input, op=,
+    group=, async_op=``); see :func:`patch_all_gather`."""
+    return _patched(dist, _called(("reduce_scatter_single", "reduce_scatter_tensor")), new_reduce_scatter_tensor)
+
+
+def patch_all_reduce(new_all_reduce: Callable[..., Any]) -> contextlib.AbstractContextManager[None]:
+    """Within the block, ``dist.all_reduce`` (HSDP's reduction across replicas) is ``new_all_reduce``."""
+    return _patched(dist, "all_reduce", new_all_reduce)
+
+
+def _param_group() -> Any:
+    from torch.distributed.fsdp._fully_shard import _fsdp_param_group
+
+    return _fsdp_param_group
+
+
+def patch_foreach_all_gather(new_foreach_all_gather: Callable[..., Any]) -> contextlib.AbstractContextManager[None]:
+    """Within the block, FSDP2's parameter groups gather with ``new_foreach_all_gather``."""
+    return _patched(_param_group(), "foreach_all_gather", new_foreach_all_gather)
+
+
+def patch_foreach_reduce(new_foreach_reduce: Callable[..., Any]) -> contextlib.AbstractContextManager[None]:
+    """Within the block, FSDP2's parameter groups reduce gradients with ``new_foreach_reduce``."""
+    return _patched(_param_group(), "foreach_reduce", new_foreach_reduce)
+
+
+def patch_unshard(new_unshard: Callable[..., Any]) -> contextlib.AbstractContextManager[None]:
+    """Within the block, ``FSDPParamGroup.unshard`` (a method: ``new_unshard(self, async_op=False)``) is
+    ``new_unshard``."""
+    return _patched(_param_group().FSDPParamGroup, "unshard", new_unshard)
+
+
+def patch_reshard(new_reshard: Callable[..., Any]) -> contextlib.AbstractContextManager[None]:
+    """Within the block, ``FSDPParamGroup.reshard`` is ``new_reshard``."""
+    return _patched(_param_group().FSDPParamGroup, "reshard", new_reshard)
+
+
+def patch_post_backward(new_post_backward: Callable[..., Any]) -> contextlib.AbstractContextManager[None]:
+    """Within the block, ``FSDPParamGroup.post_backward`` is ``new_post_backward``."""
+    return _patched(_param_group().FSDPParamGroup, "post_backward", new_post_backward)
+
+
+def patch_register_post_backward_hook_backward(new_backward: Callable[..., Any]
+                                               ) -> contextlib.AbstractContextManager[None]:
+    """Within the block, the backward of FSDP2's post-backward autograd function is ``new_backward``
+    (``new_backward(ctx, *grads)``)."""
+    return _patched(_param_group().RegisterPostBackwardFunction, "backward", new_backward)
+
+
+def reduce_scatter_with_assert(cls: Any, orig_reduce_scatter: Callable[..., Any],
+                               assert_fn: Callable[[torch.Tensor], None], *args: Any, **kwargs: Any) -> Any:
+    """Call ``assert_fn`` on the reduce-scatter's output tensor, then the original reduce-scatter: with
+    ``functools.partial`` a replacement for :func:`patch_reduce_scatter` that checks, e.g., the dtype.
+
+    Example::
+
+        def assert_fn(output): self.assertEqual(output.dtype, torch.float32)
+        rs = functools.partial(reduce_scatter_with_assert, self, dist.reduce_scatter_single, assert_fn)
+        with patch_reduce_scatter(rs):
+            loss.backward()
+    """
+    if args:
+        output = args[0]
+    elif "output" in kwargs:
+        output = kwargs["output"]
+    else:
+        raise AssertionError(f"Cannot get reduce-scatter output from\nargs: {args}\nkwargs: {kwargs}")
+    assert_fn(output)
+    return orig_reduce_scatter(*args, **kwargs)
+
+
+def _maybe_wrap_fsdp(model: nn.Module, wrap_fsdp: bool, *args: Any, **kwargs: Any) -> nn.Module:
+    """``model`` wrapped in FSDP1 (``FullyShardedDataParallel(model, *args, **kwargs)``) when ``wrap_fsdp``, else
+    ``model`` itself."""
+    if not wrap_fsdp:
+        return model
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    return FullyShardedDataParallel(model, *args, **kwargs)
+
+
+def _move_to_device(model: nn.Module, move_to_device: bool) -> nn.Module:
+    """``model`` on the ranks' device (``get_devtype()``) when ``move_to_device``."""
+    return model.to(get_devtype()) if move_to_device else model
+
+
+def get_full_params(model: nn.Module, recurse: bool = True) -> list[torch.Tensor]:
+    """Deep copies of an FSDP1 model's full (unsharded) parameters."""
+    import copy
+
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    with FullyShardedDataParallel.summon_full_params(model, recurse=recurse):
+        return copy.deepcopy(list(model.parameters()))
+
+
+def _zero_model(model: nn.Module, zero_buffers: bool = False, summon_full: bool = True) -> None:
+    """Zero an FSDP1 model's parameters (its full ones with ``summon_full``), and its buffers with ``zero_buffers``."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    ctx = FullyShardedDataParallel.summon_full_params(model) if summon_full else contextlib.nullcontext()
+    with ctx:
+        for param in model.parameters():
+            with torch.no_grad():
+                param.zero_()
+        if zero_buffers:
+            for buffer in model.buffers():
+                with torch.no_grad():
+                    buffer.zero_()

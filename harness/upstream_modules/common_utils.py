@@ -1,0 +1,242 @@
+"""``torch.testing._internal.common_utils`` as distributed test files use it: the harness's ``TestCase``,
+``run_tests`` and ``parametrize``, upstream's seed, the machine's flags and the skips that read them."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+import unittest
+from typing import Any, Callable, Iterator
+
+import torch
+
+from harness.main import run_tests
+from harness.testing.assertions import TestCase
+from harness.testing.parametrize import decorateIf, instantiate_parametrized_tests, parametrize, subtest
+from harness.testing.requirements import flag, retry_on_connect_failures
+
+__all__ = ["run_tests", "TestCase", "parametrize", "instantiate_parametrized_tests", "subtest", "decorateIf",
+           "retry_on_connect_failures", "SEED", "IS_FBCODE", "IS_SANDCASTLE", "IS_WINDOWS", "IS_LINUX", "IS_MACOS",
+           "TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ASAN", "TEST_WITH_TSAN", "TEST_WITH_ROCM", "TEST_CUDA", "TEST_HPU",
+           "TEST_XPU", "TEST_MULTIGPU", "skipIfRocm", "skipIfHpu", "skip_but_pass_in_sandcastle_if",
+           "skip_but_pass_in_sandcastle", "get_cycles_per_ms", "find_free_port", "TemporaryFileName",
+           "TemporaryDirectoryName", "dtype_name", "TEST_WITH_TORCHDYNAMO", "TEST_WITH_TORCHINDUCTOR", "TEST_WITH_SLOW",
+           "TEST_WITH_UBSAN", "NO_MULTIPROCESSING_SPAWN", "MI300_ARCH", "skipIfTorchDynamo", "skipIfTorchInductor",
+           "skipIfRocmArch", "skipIfXpu", "slowTest", "xfailIf", "serialTest", "requires_cuda_p2p_access",
+           "sandcastle_skip_if", "ADDRESS_IN_USE", "CONNECT_TIMEOUT", "load_tests"]
+
+#: the connection errors upstream's files match (``retry_on_connect_failures(connect_errors=(ADDRESS_IN_USE,))``)
+ADDRESS_IN_USE = "Address already in use"
+CONNECT_TIMEOUT = "connect() timed out."
+
+#: upstream's default seed (its ``--seed`` flag changes it there; the harness seeds each test itself)
+SEED = 1234
+
+
+def _env_on(name: str) -> bool:
+    return os.environ.get(name, "0") == "1"
+
+
+#: upstream's internal-infrastructure flags: True only where their variables say so (never on a public machine)
+IS_FBCODE: bool = _env_on("PYTORCH_TEST_FBCODE")
+IS_SANDCASTLE: bool = _env_on("SANDCASTLE") or os.environ.get("TW_JOB_USER") == "sandcastle"
+IS_WINDOWS = sys.platform == "win32"
+IS_LINUX = sys.platform == "linux"
+IS_MACOS = sys.platform == "darwin"
+
+TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
+TEST_WITH_ASAN: bool = flag("TEST_WITH_ASAN")
+TEST_WITH_TSAN: bool = flag("TEST_WITH_TSAN")
+TEST_WITH_ROCM: bool = flag("TEST_WITH_ROCM")
+TEST_CUDA: bool = flag("TEST_CUDA")
+TEST_MULTIGPU: bool = flag("TEST_MULTIGPU")
+#: Intel Gaudi (``torch.hpu``, present only where its plugin is installed) and Intel GPUs
+TEST_HPU: bool = bool(hasattr(torch, "hpu") and torch.hpu.is_available())
+TEST_XPU: bool = bool(hasattr(torch, "xpu") and torch.xpu.is_available())
+TEST_WITH_TORCHINDUCTOR: bool = _env_on("PYTORCH_TEST_WITH_INDUCTOR")
+TEST_WITH_TORCHDYNAMO: bool = (_env_on("PYTORCH_TEST_WITH_DYNAMO") or TEST_WITH_TORCHINDUCTOR
+                               or _env_on("PYTORCH_TEST_WITH_AOT_EAGER"))
+TEST_WITH_SLOW: bool = _env_on("PYTORCH_TEST_WITH_SLOW")
+TEST_WITH_UBSAN: bool = _env_on("PYTORCH_TEST_WITH_UBSAN")
+NO_MULTIPROCESSING_SPAWN = False
+MI300_ARCH = ("gfx942",)
+
+
+def _skip_if(condition: bool, reason: str) -> Callable[[Any], Any]:
+    """``unittest.skipIf`` that keeps a decorated class a class (upstream's lazy skips do the same)."""
+    return unittest.skipIf(condition, reason)
+
+
+def skipIfRocm(func: Any = None, *, msg: str = "test doesn't currently work on the ROCm stack") -> Any:
+    """Skip on ROCm builds (``TEST_WITH_ROCM``), with upstream's reason; bare or called, on a test or a class.
+
+    Example::
+
+        @skipIfRocm
+        def test_nccl_only(self): ...
+    """
+    decorator = _skip_if(TEST_WITH_ROCM, f"skipIfRocm: {msg}")
+    return decorator(func) if func is not None else decorator
+
+
+def skipIfHpu(fn: Any) -> Any:
+    """Skip where an HPU is present (``TEST_HPU``), with upstream's reason."""
+    return _skip_if(TEST_HPU, "test doesn't currently work with HPU")(fn)
+
+
+def skipIfRocmArch(arch: tuple[str, ...]) -> Callable[[Any], Any]:
+    """Skip on ROCm GPUs of the architectures ``arch`` (``MI300_ARCH``, ...)."""
+    on_arch = TEST_WITH_ROCM and torch.cuda.is_available() and any(
+        a in torch.cuda.get_device_properties(0).gcnArchName for a in arch)
+    return _skip_if(on_arch, f"skipIfRocm: test skipped on {arch}")
+
+
+def skipIfXpu(func: Any = None, *, msg: str = "test doesn't currently work on the XPU stack") -> Any:
+    decorator = _skip_if(TEST_XPU, f"skipIfXpu: {msg}")
+    return decorator(func) if func is not None else decorator
+
+
+def skipIfTorchDynamo(msg: str = "test doesn't currently work with dynamo") -> Callable[[Any], Any]:
+    """Skip when the suite runs under dynamo (``PYTORCH_TEST_WITH_DYNAMO=1``); a test or a class."""
+    if not isinstance(msg, str):
+        raise TypeError(f"skipIfTorchDynamo({msg!r}): call it with a message, @skipIfTorchDynamo()")
+    return _skip_if(TEST_WITH_TORCHDYNAMO, msg)
+
+
+def skipIfTorchInductor(msg: str = "test doesn't currently work with torchinductor",
+                        condition: bool = TEST_WITH_TORCHINDUCTOR) -> Callable[[Any], Any]:
+    """Skip when the suite runs under inductor (``PYTORCH_TEST_WITH_INDUCTOR=1``), or where ``condition``."""
+    return _skip_if(condition, msg)
+
+
+def slowTest(fn: Any) -> Any:
+    """Skip unless ``PYTORCH_TEST_WITH_SLOW=1``, with upstream's reason."""
+    decorated = _skip_if(not TEST_WITH_SLOW, "test is slow; run with PYTORCH_TEST_WITH_SLOW to enable test")(fn)
+    decorated.__dict__["slow_test"] = True
+    return decorated
+
+
+def xfailIf(condition: bool) -> Callable[[Any], Any]:
+    """``unittest.expectedFailure`` where ``condition`` holds."""
+    return lambda fn: unittest.expectedFailure(fn) if condition else fn
+
+
+def serialTest(condition: bool = True) -> Callable[[Any], Any]:
+    """Upstream marks the test for its serial CI shard (a pytest mark); the harness runs every test in its own
+    ranks, so the mark changes nothing here."""
+    if not isinstance(condition, bool):
+        raise TypeError(f"serialTest({condition!r}): call it, @serialTest() or @serialTest(condition)")
+    return lambda fn: fn
+
+
+def requires_cuda_p2p_access() -> Callable[[Any], Any]:
+    """Skip unless every pair of two or more GPUs of compute capability 8.0 or more can reach each other."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    available = count >= 2 and torch.cuda.get_device_capability() >= (8, 0) and all(
+        torch.cuda.can_device_access_peer(i, j) for i in range(count) for j in range(i + 1, count))
+    return skip_but_pass_in_sandcastle_if(not available, "cuda p2p access is not available")
+
+
+def skip_but_pass_in_sandcastle_if(condition: bool, reason: str) -> Callable[[Any], Any]:
+    """Upstream's: ``unittest.skipIf`` everywhere but its internal CI (``IS_SANDCASTLE``), where the test passes
+    without running."""
+    if not (condition and IS_SANDCASTLE):
+        return unittest.skipIf(condition, reason)
+
+    def passing(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def skipped(*args: Any, **kwargs: Any) -> None:
+            print(f"Skipping {fn.__name__} on sandcastle for following reason: {reason}", file=sys.stderr)
+        return skipped
+    return passing
+
+
+def skip_but_pass_in_sandcastle(reason: str) -> Callable[[Any], Any]:
+    return skip_but_pass_in_sandcastle_if(True, reason)
+
+
+sandcastle_skip_if = skip_but_pass_in_sandcastle_if  # its name in older torch
+
+
+def _spin(cycles: int) -> None:
+    for _ in range(cycles):
+        pass
+
+
+@functools.lru_cache
+def get_cycles_per_ms(device: str = "cuda") -> float:
+    """About how many cycles of the device's ``_sleep`` make one millisecond (the mean of 10 measures without
+    the 2 highest and 2 lowest), cached: tests sleep a known time on a stream with ``torch.cuda._sleep(n)``.
+
+    Example::
+
+        torch.cuda._sleep(int(50 * get_cycles_per_ms()))   # about 50 ms of GPU time
+    """
+    cycles = 1_000_000
+    if device == "cpu":
+        def measure() -> float:
+            start = time.perf_counter()
+            sleep = getattr(torch.cpu, "_sleep", _spin)
+            sleep(cycles)
+            elapsed = (time.perf_counter() - start) * 1000
+            return cycles / elapsed if elapsed > 0 else float(cycles)
+    else:
+        module = torch.get_device_module(device)
+
+        def measure() -> float:
+            start, end = module.Event(enable_timing=True), module.Event(enable_timing=True)
+            start.record()
+            module._sleep(cycles)
+            end.record()
+            end.synchronize()
+            return cycles / start.elapsed_time(end)
+    values = sorted(measure() for _ in range(10))
+    return statistics.mean(values[2:8])
+
+
+def find_free_port() -> int:
+    """A TCP port free on localhost now (another process may take it before the caller binds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("localhost", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def TemporaryFileName(*args: Any, **kwargs: Any) -> Iterator[str]:
+    """The name of a temporary file that exists during the ``with`` block and is removed after it."""
+    with tempfile.NamedTemporaryFile(*args, delete=False, **kwargs) as f:
+        name = f.name
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+
+
+@contextlib.contextmanager
+def TemporaryDirectoryName(suffix: str | None = None) -> Iterator[str]:
+    """A temporary directory's path, removed with what it holds after the ``with`` block."""
+    with tempfile.TemporaryDirectory(suffix=suffix) as path:
+        yield path
+
+
+def load_tests(loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None) -> unittest.TestSuite:
+    """unittest's ``load_tests`` protocol, as upstream's files re-export it (``load_tests = load_tests``): the
+    module's tests, empty groups left out. Upstream's also checks each test is defined in the script it runs
+    (its own CI's sharding); the harness selects and shards tests itself, so there is nothing to check."""
+    suite = unittest.TestSuite()
+    for group in tests:
+        if not isinstance(group, unittest.TestSuite) or group.countTestCases():
+            suite.addTest(group)
+    return suite
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` -> ``"float32"``, as upstream names a dtype in a test's name."""
+    return str(dtype).split(".")[1]

@@ -1,0 +1,89 @@
+"""harness.upstream_modules on rank processes: device-generic classes, FSDP2's communication patches, the dynamo
+per-rank group (upstream's names, ported imports)."""
+import functools
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+
+from harness import DTensorTestBase, DynamoDistributedMultiProcTestCase, FSDPTest, parametrize, run_tests, with_comms
+from harness.upstream_modules import common_utils
+from harness.upstream_modules.common_distributed import _dynamo_dist_per_rank_init
+from harness.upstream_modules.common_device_type import dtypes, instantiate_device_type_tests, onlyCPU, onlyCUDA
+from harness.upstream_modules.common_fsdp import MLP, patch_all_gather, patch_reduce_scatter, reduce_scatter_with_assert
+
+
+class TestDevices(DTensorTestBase):
+    @property
+    def world_size(self):
+        return 2
+
+    @with_comms
+    @parametrize("n", [1, 3])
+    def test_sum(self, device, n):
+        t = torch.full((1,), float(n), device=device)
+        dist.all_reduce(t)
+        print(f"DEV rank={self.rank} name={self._testMethodName} device={device} type={self.device_type} "
+              f"got={int(t.item())}")
+
+    @with_comms
+    @dtypes(torch.float32, torch.bfloat16)
+    def test_dtype(self, device, dtype):
+        mesh = self.build_device_mesh()
+        print(f"DTYPE rank={self.rank} name={self._testMethodName} dtype={dtype} mesh={mesh.device_type}")
+
+    @onlyCUDA
+    def test_cuda_only(self, device):
+        print("CUDAONLY ran")
+
+    @onlyCPU
+    def test_cpu_only(self):
+        print(f"CPUONLY rank={self.rank} seed={common_utils.SEED}")
+
+
+instantiate_device_type_tests(TestDevices, globals(), only_for=("cpu", "cuda"))
+
+
+class TestPatches(FSDPTest):
+    @property
+    def world_size(self):
+        return 2
+
+    def test_count_collectives(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(MLP(8), MLP(8))
+        for mlp in model:
+            fully_shard(mlp)
+        fully_shard(model)
+        gathers = []
+        orig_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        orig_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+        def gather(*args, **kwargs):
+            gathers.append(args[0].numel() if args else kwargs["output_tensor"].numel())
+            return orig_gather(*args, **kwargs)
+
+        sizes = []
+        scatter = functools.partial(reduce_scatter_with_assert, self, orig_scatter, lambda out: sizes.append(out.numel()))
+        with patch_all_gather(gather), patch_reduce_scatter(scatter):
+            model(torch.randn(4, 8)).sum().backward()
+        print(f"PATCH rank={self.rank} gathers={len(gathers)} scatters={len(sizes)}")
+        self.assertEqual(len(gathers), 4)  # each MLP in forward, and again in backward (resharded after forward)
+        self.assertEqual(len(sizes), 2)
+
+
+class TestDynamoRank(DynamoDistributedMultiProcTestCase):
+    @property
+    def world_size(self):
+        return 2
+
+    def test_group_for_the_block(self):
+        with _dynamo_dist_per_rank_init(self.rank, self.world_size):
+            t = torch.ones(1)
+            dist.all_reduce(t)
+            print(f"DYNAMO rank={self.rank} got={int(t.item())} size={dist.get_world_size()}")
+        self.assertFalse(dist.is_initialized())
+
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,526 @@
+"""harness.upstream_modules against the installed torch.testing._internal: the same models (keys, shapes, seeded
+weights, outputs), tables and flags, the same generated test names, the same collectives seen by the FSDP2
+patches, the same state-dict verdicts. Each check runs in this process (a one-rank group where one is needed)."""
+from __future__ import annotations
+
+import functools
+import logging
+import unittest
+
+import torch
+import torch.distributed as dist
+
+from harness.upstream_modules import (common_device_type, common_dist_composable, common_distributed, common_fsdp,
+                                      common_state_dict, common_utils, distributed_utils, logging_utils, st_common,
+                                      two_tensor)
+
+
+def _same_module(test: unittest.TestCase, theirs: torch.nn.Module, mine: torch.nn.Module) -> None:
+    a, b = theirs.state_dict(), mine.state_dict()
+    test.assertEqual(list(a), list(b))
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], rtol=0, atol=0)
+    test.assertEqual([n for n, _ in theirs.named_modules()], [n for n, _ in mine.named_modules()])
+
+
+class TestModels(unittest.TestCase):
+    def test_composable_models_draw_upstreams_weights_and_outputs(self):
+        from torch.testing._internal import common_dist_composable as up
+
+        for name in ("UnitModule", "CompositeModel", "UnitParamModule", "CompositeParamModel"):
+            with self.subTest(name):
+                torch.manual_seed(3)
+                theirs = getattr(up, name)(torch.device("cpu"))
+                torch.manual_seed(3)
+                mine = getattr(common_dist_composable, name)(torch.device("cpu"))
+                _same_module(self, theirs, mine)
+                x = torch.randn(4, 100)
+                torch.testing.assert_close(mine(x), theirs(x), rtol=0, atol=0)
+
+    def test_nested_sequential_model(self):
+        from torch.testing._internal import common_dist_composable as up
+
+        torch.manual_seed(5)
+        theirs = up.NestedSequentialModel(torch.device("cpu"))
+        torch.manual_seed(5)
+        mine = common_dist_composable.NestedSequentialModel(torch.device("cpu"))
+        _same_module(self, theirs, mine)
+        self.assertEqual(mine(torch.randn(3, 1)).shape, (3, 4))  # upstream's cannot be called (see its docstring)
+        seq = common_dist_composable.FakeSequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+        self.assertEqual(list(seq.named_children()), list(up.FakeSequential(torch.nn.ReLU()).named_children()))
+
+    def test_fusion_embeddings_keys_and_loading(self):
+        from torch.testing._internal.distributed import common_state_dict as up
+
+        for name in ("FusionEmbedding", "FusionEmbeddingWithHook", "FusionEmbeddingWithModifier"):
+            with self.subTest(name):
+                torch.manual_seed(0)
+                theirs = getattr(up, name)(8, 4, 3)
+                torch.manual_seed(0)
+                mine = getattr(common_state_dict, name)(8, 4, 3)
+                _same_module(self, theirs, mine)
+                mine.load_state_dict(theirs.state_dict())
+                self.assertEqual(getattr(mine, "_fqn_modifiers", lambda: None)(),
+                                 getattr(theirs, "_fqn_modifiers", lambda: None)())
+
+    def test_sharded_tensor_models_and_specs(self):
+        from torch.testing._internal.distributed._shard.sharded_tensor import _test_st_common as up
+
+        original = list(up.PLACEMENTS)
+        try:
+            up.PLACEMENTS[:] = st_common.PLACEMENTS[:] = [f"rank:{r}/cuda:{r}" for r in range(4)]
+            for _ in range(2):  # the second call starts from the order the first left, as upstream's
+                theirs = up._chunk_sharding_specs_list_for_test([0, 1, 0], seed=7)
+                mine = st_common._chunk_sharding_specs_list_for_test([0, 1, 0], seed=7)
+                self.assertEqual([(s.dim, [str(p) for p in s.placements]) for s in theirs],
+                                 [(s.dim, [str(p) for p in s.placements]) for s in mine])
+        finally:
+            up.PLACEMENTS[:] = original
+        self.assertEqual(st_common.DEFAULT_GPU_NUM, up.DEFAULT_GPU_NUM)
+        torch.manual_seed(1)
+        theirs_model = up.MyShardedModel1()
+        torch.manual_seed(1)
+        _same_module(self, theirs_model, st_common.MyShardedModel1())
+
+    def test_two_tensor_runs_every_op_on_both(self):
+        from torch.testing._internal.two_tensor import TwoTensor as Theirs
+
+        Mine = two_tensor.TwoTensor
+        a, b = torch.randn(3, 4), torch.randn(3, 4)
+        for op in (lambda t: t + 1, lambda t: t.t(), lambda t: (t * 2).sum(0), lambda t: t.view(12)[2:5],
+                   lambda t: torch.nn.functional.relu(t)):
+            theirs, mine = op(Theirs(a, b)), op(Mine(a, b))
+            self.assertIs(type(mine), Mine)
+            torch.testing.assert_close(mine.a, theirs.a, rtol=0, atol=0)
+            torch.testing.assert_close(mine.b, theirs.b, rtol=0, atol=0)
+            self.assertEqual((mine.shape, mine.stride()), (theirs.shape, theirs.stride()))
+        t = Mine(a, b)
+        self.assertEqual(t.__tensor_flatten__(), Theirs(a, b).__tensor_flatten__())
+        view = t.view(12)
+        view.add_(1)  # a view shares the storage of both halves
+        torch.testing.assert_close(t.b, b)
+        self.assertIs(t.b, b)
+        self.assertEqual(repr(Mine(torch.ones(1), torch.zeros(1))), "TwoTensor(tensor([1.]), tensor([0.]))")
+        with self.assertRaisesRegex(AssertionError, "same device, layout, requires_grad, and dtype"):
+            Mine(torch.ones(2), torch.ones(2, dtype=torch.float64))
+        grads = []
+        for cls in (Mine, Theirs):
+            leaf = cls(torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True))
+            (leaf * 3).sum().backward()
+            grads.append(leaf.grad)
+        self.assertIs(type(grads[0]), Mine)  # the gradient of a TwoTensor is one, as upstream's
+        torch.testing.assert_close(grads[0].b, grads[1].b, rtol=0, atol=0)
+
+
+class TestTablesAndFlags(unittest.TestCase):
+    def test_flags_and_seed_are_upstreams(self):
+        from torch.testing._internal import common_utils as up
+
+        for name in ("SEED", "IS_FBCODE", "IS_SANDCASTLE", "IS_WINDOWS", "IS_LINUX", "IS_MACOS", "TEST_HPU", "TEST_XPU",
+                     "TEST_CUDA", "TEST_WITH_ROCM", "TEST_WITH_ASAN", "TEST_WITH_TSAN", "TEST_WITH_DEV_DBG_ASAN",
+                     "TEST_WITH_TORCHDYNAMO", "TEST_WITH_TORCHINDUCTOR", "TEST_WITH_SLOW", "TEST_WITH_UBSAN",
+                     "NO_MULTIPROCESSING_SPAWN", "MI300_ARCH"):
+            with self.subTest(name):
+                theirs = getattr(up, name)
+                self.assertEqual(getattr(common_utils, name), theirs if name in ("SEED", "MI300_ARCH")
+                                 else bool(theirs))
+
+    def test_skip_table_is_upstreams(self):
+        from torch.testing._internal.common_distributed import TEST_SKIPS
+
+        self.assertEqual({k: tuple(v) for k, v in common_distributed.TEST_SKIPS.items()},
+                         {k: tuple(v) for k, v in TEST_SKIPS.items()})
+        self.assertEqual(common_distributed.TEST_SKIPS["multi-gpu-4"].message, "Need at least 4 CUDA devices")
+
+    def test_skips_on_this_machine(self):
+        class T(unittest.TestCase):
+            @common_utils.skipIfRocm
+            def test_a(self):
+                pass
+
+            @common_utils.skipIfRocm(msg="flaky there")
+            def test_b(self):
+                pass
+
+            @common_utils.skipIfHpu
+            def test_c(self):
+                pass
+
+        result = unittest.TestResult()
+        unittest.defaultTestLoader.loadTestsFromTestCase(T).run(result)
+        self.assertEqual((result.testsRun, len(result.skipped)),
+                         (3, 3 * 0 + int(common_utils.TEST_WITH_ROCM) * 2 + int(common_utils.TEST_HPU)))
+
+        @common_utils.skipIfRocm
+        class Whole(unittest.TestCase):
+            def test_x(self):
+                pass
+        self.assertIsInstance(Whole, type)  # a skipped class stays a class (unittest's skip; upstream's lazy one too)
+
+    def test_helpers_of_common_distributed(self):
+        from torch.testing._internal import common_distributed as up
+
+        self.assertEqual(common_distributed.at_least_x_gpu(1), up.at_least_x_gpu(1))
+        self.assertEqual(common_distributed.tp_transports(), up.tp_transports())
+        with common_distributed.captured_output() as (out, err):
+            print("to out")
+        self.assertEqual(out.getvalue(), "to out\n")
+
+    def test_tcp_store_and_connect_words(self):
+        from torch.testing._internal import common_utils as up
+
+        store = common_distributed.create_tcp_store()
+        store.set("k", "v")
+        self.assertEqual(store.get("k"), b"v")
+        self.assertIsInstance(store, dist.TCPStore)
+        self.assertEqual((common_utils.ADDRESS_IN_USE, common_utils.CONNECT_TIMEOUT),
+                         (up.ADDRESS_IN_USE, up.CONNECT_TIMEOUT))
+
+    def test_gpu_helpers(self):
+        from torch.testing._internal import common_distributed as up
+
+        for world_size in (1, 2, 4):
+            self.assertEqual(common_distributed.init_multigpu_helper(world_size, "gloo"),
+                             up.init_multigpu_helper(world_size, "gloo"))
+        import os
+
+        seen = {}
+
+        @common_distributed.with_nccl_blocking_wait
+        def body():
+            seen.update(os.environ)
+
+        before = (os.environ.get("TORCH_NCCL_BLOCKING_WAIT"), os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING"))
+        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "3"
+        try:
+            body()
+            self.assertEqual(seen.get("TORCH_NCCL_BLOCKING_WAIT"), "1")
+            self.assertNotIn("TORCH_NCCL_ASYNC_ERROR_HANDLING", seen)
+            self.assertEqual(os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3")
+            self.assertEqual(os.environ.get("TORCH_NCCL_BLOCKING_WAIT"), before[0])
+        finally:
+            os.environ.pop("TORCH_NCCL_ASYNC_ERROR_HANDLING", None)
+            if before[1] is not None:
+                os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = before[1]
+
+        class T(unittest.TestCase):
+            world_size = 2
+
+            @common_distributed.skip_if_no_gpu
+            def test_x(self):
+                pass
+
+        result = unittest.TestResult()
+        T("test_x").run(result)
+        if not torch.cuda.is_available():
+            self.assertEqual([why for _, why in result.skipped], ["CUDA is not available."])
+
+    def test_load_tests_keeps_the_modules_tests(self):
+        class T(unittest.TestCase):
+            def test_a(self):
+                pass
+
+            def test_b(self):
+                pass
+
+        loader = unittest.TestLoader()
+        tests = unittest.TestSuite([loader.loadTestsFromTestCase(T), unittest.TestSuite()])
+        suite = common_utils.load_tests(loader, tests, None)
+        self.assertEqual(sorted(t.id().rsplit(".", 1)[1] for group in suite for t in group), ["test_a", "test_b"])
+        self.assertEqual(len(list(suite)), 1)  # the empty group left out, as upstream's
+
+    def test_cycles_per_ms_on_cpu(self):
+        value = common_utils.get_cycles_per_ms("cpu")
+        self.assertIsInstance(value, float)
+        self.assertGreater(value, 0)
+        self.assertIs(common_utils.get_cycles_per_ms("cpu"), value)  # measured once
+
+
+class TestDeviceTypes(unittest.TestCase):
+    """The same generated classes and test names as upstream's, with parametrize and dtypes, on this machine."""
+
+    @staticmethod
+    def _generic(cdt, parametrize):
+        class TestFoo(unittest.TestCase):
+            def test_plain(self, device):
+                self.seen = device
+
+            @parametrize("n", [1, 2])
+            def test_param(self, device, n):
+                pass
+
+            @cdt.dtypes(torch.float32, torch.int64)
+            def test_dtype(self, device, dtype):
+                pass
+
+            @cdt.dtypes(torch.float32)
+            @parametrize("flag", [True, False])
+            def test_both(self, device, dtype, flag):
+                pass
+
+            @cdt.onlyCUDA
+            def test_cuda_only(self, device):
+                pass
+
+            @cdt.onlyCPU
+            def test_cpu_only(self):
+                pass
+
+            def helper(self):
+                return 1
+
+        return TestFoo
+
+    def _names(self, cdt, parametrize, **kwargs):
+        generic = self._generic(cdt, parametrize)
+        scope = {"TestFoo": generic}
+        cdt.instantiate_device_type_tests(generic, scope, **kwargs)
+        # the tests unittest collects (upstream's base has a ``test_exclusions`` table, no test)
+        return {name: sorted(n for n in dir(cls) if n.startswith("test") and callable(getattr(cls, n)))
+                for name, cls in scope.items()}, scope
+
+    def test_same_names_as_upstream(self):
+        from torch.testing._internal import common_device_type as up
+        from torch.testing._internal.common_utils import parametrize as up_parametrize
+
+        from harness import parametrize
+
+        for kwargs in ({}, {"only_for": "cpu"}, {"except_for": "cpu"}, {"only_for": ("cpu", "cuda")}):
+            with self.subTest(kwargs):
+                mine, scope = self._names(common_device_type, parametrize, **kwargs)
+                theirs, _ = self._names(up, up_parametrize, **kwargs)
+                self.assertEqual(mine, theirs)
+        mine, _ = self._names(common_device_type, parametrize)
+        self.assertIn("test_both_flag_True_cpu_float32", mine["TestFooCPU"])  # dtype after the device, as upstream
+
+    def test_tests_run_with_their_device(self):
+        from harness import parametrize
+
+        names, scope = self._names(common_device_type, parametrize)
+        cls = scope["TestFooCPU"]
+        self.assertEqual(cls.device_type, "cpu")
+        self.assertEqual(cls.__module__, self._generic(common_device_type, parametrize).__module__)
+        result = unittest.TestResult()
+        unittest.defaultTestLoader.loadTestsFromTestCase(cls).run(result)
+        self.assertEqual(result.errors + result.failures, [])
+        self.assertEqual([t.id().rsplit(".", 1)[1] for t, _ in result.skipped], ["test_cuda_only_cpu"])
+        test = cls("test_plain_cpu")
+        test.run()
+        self.assertEqual(test.seen, "cpu")
+        self.assertEqual(test.helper(), 1)
+
+    def test_generic_class_leaves_the_scope(self):
+        from harness import parametrize
+
+        generic = self._generic(common_device_type, parametrize)
+        scope = {"TestFoo": generic}
+        common_device_type.instantiate_device_type_tests(generic, scope)
+        self.assertNotIn("TestFoo", scope)
+        self.assertFalse([n for n in vars(generic) if n.startswith("test")])
+        with self.assertRaisesRegex(KeyError, "not in the scope"):
+            common_device_type.instantiate_device_type_tests(generic, {})
+
+
+class TestFakeComms(unittest.TestCase):
+    def test_with_dist(self):
+        with distributed_utils.with_dist(rank=1, world_size=4):
+            self.assertEqual((dist.get_rank(), dist.get_world_size()), (1, 4))
+            t = torch.ones(2)
+            dist.all_reduce(t)  # the fake group returns at once
+        self.assertFalse(dist.is_initialized())
+
+    def test_with_fake_comms(self):
+        seen = []
+
+        class T(unittest.TestCase):
+            @distributed_utils.with_fake_comms
+            def test_default(self):
+                seen.append(dist.get_world_size())
+
+            @distributed_utils.with_fake_comms(rank=2, world_size=8)
+            def test_given(self):
+                seen.append((dist.get_rank(), dist.get_world_size()))
+
+        result = unittest.TestResult()
+        unittest.defaultTestLoader.loadTestsFromTestCase(T).run(result)
+        self.assertTrue(result.wasSuccessful(), result.errors)
+        self.assertEqual(sorted(map(str, seen)), ["(2, 8)", "2"])
+        self.assertFalse(dist.is_initialized())
+
+    def test_dynamo_per_rank_init_fake(self):
+        with common_distributed._dynamo_dist_per_rank_init(3, 4, fake_pg=True):
+            self.assertEqual((dist.get_rank(), dist.get_world_size()), (3, 4))
+        self.assertFalse(dist.is_initialized())
+
+
+class _OneRank(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if dist.is_initialized():
+            raise unittest.SkipTest("a process group is up in this process already")
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+    @classmethod
+    def tearDownClass(cls):
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class TestFSDP2Patches(unittest.TestCase):
+    """The patches see the collectives upstream's see, and put back what they replaced: rank 0 of a world of 2 in
+    torch's fake group (FSDP2 on one rank issues no collective; the fake one returns each at once)."""
+
+    @classmethod
+    def setUpClass(cls):
+        from harness.testing.fake_store import FakeStore
+
+        if dist.is_initialized():
+            raise unittest.SkipTest("a process group is up in this process already")
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+
+    @classmethod
+    def tearDownClass(cls):
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def _step(self, patch, replacement_of):
+        from torch.distributed.fsdp import fully_shard
+
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
+        for layer in (model[0], model[2]):
+            fully_shard(layer)
+        fully_shard(model)
+        calls = []
+
+        def counting(orig):
+            def call(*args, **kwargs):
+                calls.append(args[0].dtype if args else kwargs["output"].dtype)
+                return orig(*args, **kwargs)
+            return call
+
+        with patch(counting(replacement_of())):
+            model(torch.randn(2, 8)).sum().backward()
+        return len(calls)
+
+    def test_same_counts_as_upstream(self):
+        from torch.testing._internal import common_fsdp as up
+
+        gather = lambda: dist.all_gather_single if hasattr(dist, "all_gather_single") else dist.all_gather_into_tensor
+        scatter = lambda: (dist.reduce_scatter_single if hasattr(dist, "reduce_scatter_single")
+                           else dist.reduce_scatter_tensor)
+        before = (gather(), scatter())
+        for name, original in (("patch_all_gather", gather), ("patch_reduce_scatter", scatter)):
+            with self.subTest(name):
+                mine = self._step(getattr(common_fsdp, name), original)
+                theirs = self._step(getattr(up, name), original)
+                self.assertEqual(mine, theirs)
+                self.assertGreater(mine, 0)
+        self.assertEqual((gather(), scatter()), before)  # put back
+
+    def test_reduce_scatter_with_assert(self):
+        seen = []
+        rs = functools.partial(common_fsdp.reduce_scatter_with_assert, self, lambda *a, **k: "done",
+                               lambda output: seen.append(output.dtype))
+        self.assertEqual(rs(torch.zeros(2, dtype=torch.bfloat16), torch.zeros(2)), "done")
+        self.assertEqual(rs(output=torch.zeros(1)), "done")
+        self.assertEqual(seen, [torch.bfloat16, torch.float32])
+        with self.assertRaisesRegex(AssertionError, "Cannot get reduce-scatter output"):
+            rs()
+
+    def test_method_patches_put_back(self):
+        from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup, RegisterPostBackwardFunction
+
+        before = (FSDPParamGroup.unshard, FSDPParamGroup.reshard, FSDPParamGroup.post_backward,
+                  RegisterPostBackwardFunction.backward)
+        marker = lambda *a, **k: None  # noqa: E731
+        for patch, owner, attr in ((common_fsdp.patch_unshard, FSDPParamGroup, "unshard"),
+                                   (common_fsdp.patch_reshard, FSDPParamGroup, "reshard"),
+                                   (common_fsdp.patch_post_backward, FSDPParamGroup, "post_backward"),
+                                   (common_fsdp.patch_register_post_backward_hook_backward,
+                                    RegisterPostBackwardFunction, "backward")):
+            with patch(marker):
+                self.assertIs(getattr(owner, attr), marker)
+        self.assertEqual((FSDPParamGroup.unshard, FSDPParamGroup.reshard, FSDPParamGroup.post_backward,
+                          RegisterPostBackwardFunction.backward), before)
+        with common_fsdp.patch_all_reduce(marker):
+            self.assertIs(dist.all_reduce, marker)
+        self.assertIsNot(dist.all_reduce, marker)
+
+    def test_maybe_wrap_fsdp(self):
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        plain = torch.nn.Linear(2, 2)
+        self.assertIs(common_fsdp._maybe_wrap_fsdp(plain, False), plain)
+        wrapped = common_fsdp._maybe_wrap_fsdp(torch.nn.Linear(2, 2), True, device_id=torch.device("cpu"))
+        self.assertIsInstance(wrapped, FullyShardedDataParallel)
+
+
+class TestVerifyStateDict(_OneRank):
+    """The mixin passes and fails where upstream's does, on the same state dicts."""
+
+    def _classes(self):
+        from torch.testing._internal.distributed.common_state_dict import VerifyStateDictMixin as Theirs
+
+        return [type("Mine", (common_state_dict.VerifyStateDictMixin, unittest.TestCase), {"runTest": lambda s: 0}),
+                type("Theirs", (Theirs, unittest.TestCase), {"runTest": lambda s: 0})]
+
+    def test_same_verdicts(self):
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+        from torch.distributed.fsdp import fully_shard
+
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+        optim = torch.optim.Adam(model.parameters())
+        model(torch.randn(3, 4)).sum().backward()
+        optim.step()
+        import copy
+        dist_model = copy.deepcopy(model)
+        fully_shard(dist_model)
+        dist_optim = torch.optim.Adam(dist_model.parameters())
+        dist_model(torch.randn(3, 4)).sum().backward()
+        msd, osd = model.state_dict(), optim.state_dict()
+        dist_msd, dist_osd = get_state_dict(dist_model, optimizers=dist_optim)
+        wrong = {k: v + 1 for k, v in msd.items()}
+        for cls in self._classes():
+            with self.subTest(cls.__name__):
+                t = cls()
+                t._verify_msd(msd, dist_msd)  # the same values, one side DTensors
+                with self.assertRaisesRegex(AssertionError, "has mismatched value"):
+                    t._verify_msd(wrong, dist_msd)
+                with self.assertRaises(AssertionError):
+                    t._verify_osd(model, optim, osd, dist_osd)  # dist_optim took no step: no state
+
+
+class TestLoggingTestCase(unittest.TestCase):
+    def test_records_as_upstreams(self):
+        from torch.testing._internal.logging_utils import LoggingTestCase as Theirs, make_logging_test as theirs_make
+
+        counts = {}
+        for label, base, make in (("mine", logging_utils.LoggingTestCase, logging_utils.make_logging_test),
+                                  ("theirs", Theirs, theirs_make)):
+            @make(autograd=logging.DEBUG)
+            def test_logging(self, records, label=label):
+                a = torch.rand(10, requires_grad=True)
+                b = a.mul(2).div(3).sum()
+                torch.autograd.backward((b, b.clone()))
+                counts.setdefault(label, []).append([r.getMessage().split()[0:2] for r in records])
+                self.assertTrue(self.hasRecord(records, "SumBackward0"))
+                self.getRecord(records, "DivBackward0")
+
+            cls = type(f"T{label}", (base,), {"test_logging": test_logging})
+            result = unittest.TestResult()
+            unittest.defaultTestLoader.loadTestsFromTestCase(cls).run(result)
+            self.assertTrue(result.wasSuccessful(), result.errors + result.failures)
+        self.assertEqual(counts["mine"], counts["theirs"])
+        self.assertEqual(len(counts["mine"]), 2)  # once through TORCH_LOGS, once through set_logs
+
+    def test_kwargs_to_settings(self):
+        from torch.testing._internal.logging_utils import kwargs_to_settings
+
+        kwargs = {"dynamo": logging.DEBUG, "graph": True, "modules": {"torch.distributed": logging.ERROR}}
+        self.assertEqual(logging_utils.kwargs_to_settings(**kwargs), kwargs_to_settings(**kwargs))
+
+
+if __name__ == "__main__":
+    unittest.main()
