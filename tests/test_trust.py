@@ -5,6 +5,7 @@ and skips that leave a peer inside a collective, unittest's cleanup and tearDown
 of output, an exception that does not pickle. tests/fixtures/fx_slow.py: Ctrl-C and SIGTERM while a test runs.
 """
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -109,11 +110,15 @@ class TestInterrupts(unittest.TestCase):
     """Ctrl-C and SIGTERM while a test runs: reported interrupted, ranks stopped, nothing left, 130 / 143."""
 
     def interrupt(self, sig: int, whole_group: bool, runner: list[str]) -> dict:
-        tmp = tempfile.mkdtemp(prefix="distharness-suite-")
-        marker = os.path.join(tmp, "started")
+        outside = tempfile.mkdtemp(prefix="distharness-suite-")  # the marker and the JUnit XML
+        self.addCleanup(shutil.rmtree, outside, True)
+        tmp = os.path.join(outside, "tmp")  # the run's TMPDIR: nothing of the run may stay there
+        os.mkdir(tmp)
+        marker = os.path.join(outside, "started")
         token = os.urandom(8).hex()
-        env = base_env(FX_STARTED_MARKER=marker, TMPDIR=tmp, **{TOKEN_VAR: token})
-        junit = os.path.join(tmp, "junit.xml")
+        # no server folder elsewhere: a run looks for a server's socket in TMPDIR (and must create nothing there)
+        env = base_env(FX_STARTED_MARKER=marker, TMPDIR=tmp, XDG_RUNTIME_DIR=None, **{TOKEN_VAR: token})
+        junit = os.path.join(outside, "junit.xml")
         cmd = [sys.executable, *runner] + (["--junit-xml", junit] if runner[0] == "run_tests.py" else [])
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
@@ -136,7 +141,7 @@ class TestInterrupts(unittest.TestCase):
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.communicate()
         left = wait_until_gone(token)
-        leftovers = sorted(n for n in os.listdir(tmp) if n.startswith("harness-"))
+        leftovers = sorted(os.listdir(tmp))
         xml = None
         if os.path.exists(junit):
             xml = ET.parse(junit).getroot()
@@ -145,7 +150,7 @@ class TestInterrupts(unittest.TestCase):
 
     def check_clean(self, run: dict) -> None:
         self.assertEqual(run["left"], {}, "rank processes still alive")
-        self.assertEqual(run["temp"], [], "pool directories left behind")
+        self.assertEqual(run["temp"], [], "left in the run's TMPDIR")
         self.assertFalse(run["temp_dir_exists"], "the test's with_temp_dir directory was left behind")
 
     def check_runner_report(self, run: dict, why: str) -> None:
