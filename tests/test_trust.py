@@ -14,7 +14,7 @@ import time
 import unittest
 import xml.etree.ElementTree as ET
 
-from tests._support import REPO, TOKEN_VAR, FixtureTestCase, base_env, fixture_line, nightly, wait_until_gone
+from tests._support import REPO, RUN_TIMEOUT, TOKEN_VAR, FixtureTestCase, base_env, fixture_line, nightly, wait_until_gone
 
 FX = "fx_between_ranks"
 MOD = f"tests.fixtures.{FX}"
@@ -109,7 +109,10 @@ class TestFaultsBetweenRanks(FixtureTestCase):
 class TestInterrupts(unittest.TestCase):
     """Ctrl-C and SIGTERM while a test runs: reported interrupted, ranks stopped, nothing left, 130 / 143."""
 
-    def interrupt(self, sig: int, whole_group: bool, runner: list[str]) -> dict:
+    def interrupt(self, sig: int, whole_group: bool, runner: list[str], sigint_ignored: bool = False) -> dict:
+        """Run ``runner`` (fx_slow), send ``sig`` once its slow test started; ``sigint_ignored``: start the run
+        with SIGINT ignored, as a shell without job control starts a background job (and as a runner process
+        once passed it on to every process its tests started)."""
         outside = tempfile.mkdtemp(prefix="distharness-suite-")  # the marker and the JUnit XML
         self.addCleanup(shutil.rmtree, outside, True)
         tmp = os.path.join(outside, "tmp")  # the run's TMPDIR: nothing of the run may stay there
@@ -121,7 +124,9 @@ class TestInterrupts(unittest.TestCase):
         junit = os.path.join(outside, "junit.xml")
         cmd = [sys.executable, *runner] + (["--junit-xml", junit] if runner[0] == "run_tests.py" else [])
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored
+                                else None)
         try:
             deadline = time.monotonic() + 120
             while not os.path.exists(marker):
@@ -183,9 +188,11 @@ class TestInterrupts(unittest.TestCase):
         self.assertEqual(run["rc"], 143, run["out"] + run["err"])
         self.check_clean(run)
 
-    @nightly("Ctrl-C to the process group without jobs (in CI's full -j 2 run it timed out twice; alone it passes)")
     def test_ctrl_c_with_jobs_stops_every_worker(self):
-        run = self.interrupt(signal.SIGINT, True, ["run_tests.py", "tests.fixtures.fx_slow", "-j", "2"])
+        # started with SIGINT ignored: the -j parent and its workers take Ctrl-C all the same, as the thin
+        # parent does (before, they waited for a KeyboardInterrupt Python never raised: the run hung)
+        run = self.interrupt(signal.SIGINT, True, ["run_tests.py", "tests.fixtures.fx_slow", "-j", "2"],
+                             sigint_ignored=True)
         self.assertEqual(run["rc"], 130, run["out"] + run["err"])
         self.assertRegex(run["out"], r"j\d \[\d/\d\] INTR\s+tests\.fixtures\.fx_slow\.TestBSlow\.test_still_running")
         self.assertIn("interrupted (Ctrl-C) while this test was running", run["out"])
@@ -200,6 +207,14 @@ class TestInterrupts(unittest.TestCase):
         self.assertEqual(len(case), 1, run["out"])
         self.assertEqual(case[0].find("error").get("type"), "Interrupted")
         self.check_clean(run)
+
+    def test_a_process_a_test_starts_takes_ctrl_c(self):
+        # the runner process (where a test that is not a rank's runs) leaves no ignored SIGINT to the processes
+        # its tests start: a `python -m harness` a test runs must stop on Ctrl-C (it once hung in this suite)
+        proc = subprocess.run([sys.executable, "-m", "harness", "tests.fixtures.fx_ctrl_c"], cwd=REPO,
+                              env=base_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("1 passed, 0 failed", proc.stdout)
 
     @nightly("SIGTERM to the parent only")
     def test_sigterm_under_plain_unittest(self):

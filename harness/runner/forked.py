@@ -281,6 +281,10 @@ def _on_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _ignore_ctrl_c(signum: int, frame: Any) -> None:
+    """The terminal's SIGINT in a runner process: its client passes the user's Ctrl-C on as INTERRUPT."""
+
+
 def _watch_client(client_pid: int) -> None:
     """End this runner process (as SIGTERM ends a runner: its ranks stopped) when its client is gone."""
     while True:
@@ -300,7 +304,11 @@ def become_runner(start: Any, client_pid: int, cwd: str | None = None) -> None:
         start.apply()
     if cwd:
         os.chdir(cwd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C: the client decides, and says so
+    # The terminal's Ctrl-C: the client decides, and says so (INTERRUPT). Not SIG_IGN: an ignored signal stays
+    # ignored across exec, so every process a test here starts (a `python -m harness` of its own, a tool) would
+    # be deaf to Ctrl-C; a Python handler is reset to the default in them.
+    signal.signal(signal.SIGINT, _ignore_ctrl_c)
+    signal.siginterrupt(signal.SIGINT, False)
     signal.signal(INTERRUPT, _on_interrupt)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the template ignores it; a runner unwinds on it
     install_sigterm_handler()

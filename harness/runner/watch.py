@@ -206,6 +206,7 @@ def watch(options: Options) -> int:
     from harness.parent import template
     from harness.runner import forked
     from harness.runner.console import Console
+    from harness.runner.jobs import take_ctrl_c
     from harness.runner.session import report
     from harness.shared.errors import UsageError
     from harness.shared.status import BAD, ExitCode
@@ -215,6 +216,7 @@ def watch(options: Options) -> int:
         raise UsageError(f"--watch runs each round in a process forked from the template, and cannot here: {why}")
     if options.list_only:
         raise UsageError("--watch and --list: give one of them")
+    take_ctrl_c()  # between rounds, Ctrl-C ends the watch: also when the watch was started with SIGINT ignored
     forked.sweep_temp_dirs()
     forked.own_temp_dir()
     wanted = forked.guess_wanted(options)
