@@ -106,6 +106,32 @@ class TestFaultsBetweenRanks(FixtureTestCase):
         self.check_nothing_left()
 
 
+class TestPeerLeft(FixtureTestCase):
+    """tests/fixtures/fx_peer_left.py in a pool, HARNESS_TIMEOUT=60: rank 1's body ended while rank 0 waits in a
+    collective rank 1 never called (stopped after HARNESS_PEER_GRACE, not at the timeout); a peer slower than the
+    grace passes. tests.test_torchrun.TestPeerLeftUnderTorchrun: the same under torchrun."""
+
+    ARGS = ["tests.fixtures.fx_peer_left", "-v"]
+    ENV = {"HARNESS_TIMEOUT": "60"}
+
+    def test_the_rank_left_waiting_is_stopped_after_the_grace(self):
+        text = self.r.section("ERROR: test_peer_left")
+        self.assertIn("fx_peer_left.TestAPeerLeft.test_peer_left [rank 1/2] ended its test (passed) on cpu/gloo without "
+                      "a collective rank 0 waited in: rank 1 never called #2 all_reduce(float32[2]) on the default "
+                      "group: its last was #1", text)
+        self.assertRegex(text, r"rank 0, which waited in it: still running [\d.]+ s after rank 1 passed without "
+                               r"calling #2 all_reduce\(float32\[2\]\) on the default group; stopped "
+                               r"\(HARNESS_PEER_GRACE\)")
+        self.assertNotIn("timed out", self.r.output)
+
+    def test_a_peer_slower_than_the_grace_passes(self):
+        self.assertInReport("test_slow_peer (tests.fixtures.fx_peer_left.TestBSlowPeer.test_slow_peer) ... ok")
+        self.assertEqual(self.r.returncode, 1, self.r.describe())
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
 class TestInterrupts(unittest.TestCase):
     """Ctrl-C and SIGTERM while a test runs: reported interrupted, ranks stopped, nothing left, 130 / 143."""
 
