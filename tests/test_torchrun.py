@@ -241,7 +241,8 @@ class TestPeerLeftUnderTorchrun(TorchrunCase):
 
     def job(self, left: int, *classes: str) -> str:
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_peer_left.py", "-v",
-                            *classes], _env(self.tmpdir, HARNESS_TIMEOUT="60", FX_LEFT_RANK=str(left)), timeout=240)
+                            *classes], _env(self.tmpdir, HARNESS_TIMEOUT="60", HARNESS_PEER_GRACE="2",
+                                                        FX_LEFT_RANK=str(left)), timeout=240)
         text = out.stdout + out.stderr
         self.assertNotEqual(out.returncode, 0, text)
         self.assertNotIn("timed out", text)

@@ -112,7 +112,7 @@ class TestPeerLeft(FixtureTestCase):
     grace passes. tests.test_torchrun.TestPeerLeftUnderTorchrun: the same under torchrun."""
 
     ARGS = ["tests.fixtures.fx_peer_left", "-v"]
-    ENV = {"HARNESS_TIMEOUT": "60"}
+    ENV = {"HARNESS_TIMEOUT": "60", "HARNESS_PEER_GRACE": "2"}  # (the slow peer sleeps the grace and 2 s more)
 
     def test_the_rank_left_waiting_is_stopped_after_the_grace(self):
         text = self.r.section("ERROR: test_peer_left")
