@@ -234,6 +234,46 @@ class TestDesyncUnderTorchrun(TorchrunCase):
         self.assertNothingLeft()
 
 
+class TestPeerLeftUnderTorchrun(TorchrunCase):
+    """A rank whose body ended while its peer waits in a collective it never called (tests/fixtures/fx_peer_left.py):
+    the waiting rank is stopped after HARNESS_PEER_GRACE with the pool's report, not at HARNESS_TIMEOUT=60, and
+    the job, which cannot go on, ends saying why; a peer slower than the grace, run first, passes."""
+
+    def job(self, left: int, *classes: str) -> str:
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "tests/fixtures/fx_peer_left.py", "-v",
+                            *classes], _env(self.tmpdir, HARNESS_TIMEOUT="60", HARNESS_PEER_GRACE="2",
+                                                        FX_LEFT_RANK=str(left)), timeout=240)
+        text = out.stdout + out.stderr
+        self.assertNotEqual(out.returncode, 0, text)
+        self.assertNotIn("timed out", text)
+        self.assertNothingLeft()
+        return text
+
+    def assertPeerLeft(self, text: str, left: int) -> None:
+        waiting = 1 - left
+        self.assertIn(f"fx_peer_left.TestAPeerLeft.test_peer_left [rank {left}/2] ended its test (passed) on cpu/gloo "
+                      f"without a collective rank {waiting} waited in: rank {left} never called #2 "
+                      "all_reduce(float32[2]) on the default group: its last was #1", text)
+        self.assertRegex(text, rf"rank {waiting}, which waited in it: still running [\d.]+ s after rank {left} passed "
+                               r"without calling #2 all_reduce\(float32\[2\]\) on the default group; stopped "
+                               r"\(HARNESS_PEER_GRACE\); it was in all_reduce")
+        self.assertIn(f'fx_peer_left.py", line {fixture_line("fx_peer_left", "FIXTURE-PEER-LEFT-ALLREDUCE")}', text)
+
+    def test_rank_0_left_waiting_ends_the_job_and_a_slow_peer_passes(self):
+        text = self.job(1, "TestBSlowPeer", "TestAPeerLeft")
+        self.assertRegex(text, r"test_slow_peer \(__main__\.TestBSlowPeer\.test_slow_peer\) \.\.\. ok\n")
+        self.assertPeerLeft(text, 1)
+        self.assertIn("ending the job (a rank left inside a collective that a peer never joins cannot run another "
+                      "test)", text)
+
+    def test_rank_1_left_waiting_skips_the_rest_saying_why(self):
+        text = self.job(0, "TestAPeerLeft", "TestBSlowPeer")
+        self.assertPeerLeft(text, 0)
+        self.assertIn("test_slow_peer (__main__.TestBSlowPeer.test_slow_peer) ... skipped 'the job cannot go on: "
+                      "fx_peer_left.TestAPeerLeft.test_peer_left left rank 1 inside a collective, and a launched rank "
+                      "cannot be replaced'", text)
+
+
 @nightly("a crash in the pool (tests.test_failures); torchrun's reports by TestStandalone")
 class TestCrashUnderTorchrun(TorchrunCase):
     def test_crash_ends_the_job_and_names_the_test(self):

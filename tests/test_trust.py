@@ -5,6 +5,7 @@ and skips that leave a peer inside a collective, unittest's cleanup and tearDown
 of output, an exception that does not pickle. tests/fixtures/fx_slow.py: Ctrl-C and SIGTERM while a test runs.
 """
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import time
 import unittest
 import xml.etree.ElementTree as ET
 
-from tests._support import REPO, TOKEN_VAR, FixtureTestCase, base_env, fixture_line, nightly, wait_until_gone
+from tests._support import REPO, RUN_TIMEOUT, TOKEN_VAR, FixtureTestCase, base_env, fixture_line, nightly, wait_until_gone
 
 FX = "fx_between_ranks"
 MOD = f"tests.fixtures.{FX}"
@@ -105,20 +106,55 @@ class TestFaultsBetweenRanks(FixtureTestCase):
         self.check_nothing_left()
 
 
+class TestPeerLeft(FixtureTestCase):
+    """tests/fixtures/fx_peer_left.py in a pool, HARNESS_TIMEOUT=60: rank 1's body ended while rank 0 waits in a
+    collective rank 1 never called (stopped after HARNESS_PEER_GRACE, not at the timeout); a peer slower than the
+    grace passes. tests.test_torchrun.TestPeerLeftUnderTorchrun: the same under torchrun."""
+
+    ARGS = ["tests.fixtures.fx_peer_left", "-v"]
+    ENV = {"HARNESS_TIMEOUT": "60", "HARNESS_PEER_GRACE": "2"}  # (the slow peer sleeps the grace and 2 s more)
+
+    def test_the_rank_left_waiting_is_stopped_after_the_grace(self):
+        text = self.r.section("ERROR: test_peer_left")
+        self.assertIn("fx_peer_left.TestAPeerLeft.test_peer_left [rank 1/2] ended its test (passed) on cpu/gloo without "
+                      "a collective rank 0 waited in: rank 1 never called #2 all_reduce(float32[2]) on the default "
+                      "group: its last was #1", text)
+        self.assertRegex(text, r"rank 0, which waited in it: still running [\d.]+ s after rank 1 passed without "
+                               r"calling #2 all_reduce\(float32\[2\]\) on the default group; stopped "
+                               r"\(HARNESS_PEER_GRACE\)")
+        self.assertNotIn("timed out", self.r.output)
+
+    def test_a_peer_slower_than_the_grace_passes(self):
+        self.assertInReport("test_slow_peer (tests.fixtures.fx_peer_left.TestBSlowPeer.test_slow_peer) ... ok")
+        self.assertEqual(self.r.returncode, 1, self.r.describe())
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
 class TestInterrupts(unittest.TestCase):
     """Ctrl-C and SIGTERM while a test runs: reported interrupted, ranks stopped, nothing left, 130 / 143."""
 
-    def interrupt(self, sig: int, whole_group: bool, runner: list[str]) -> dict:
-        tmp = tempfile.mkdtemp(prefix="distharness-suite-")
-        marker = os.path.join(tmp, "started")
+    def interrupt(self, sig: int, whole_group: bool, runner: list[str], sigint_ignored: bool = False) -> dict:
+        """Run ``runner`` (fx_slow), send ``sig`` once its slow test started; ``sigint_ignored``: start the run
+        with SIGINT ignored, as a shell without job control starts a background job (and as a runner process
+        once passed it on to every process its tests started)."""
+        outside = tempfile.mkdtemp(prefix="distharness-suite-")  # the marker and the JUnit XML
+        self.addCleanup(shutil.rmtree, outside, True)
+        tmp = os.path.join(outside, "tmp")  # the run's TMPDIR: nothing of the run may stay there
+        os.mkdir(tmp)
+        marker = os.path.join(outside, "started")
         token = os.urandom(8).hex()
-        env = base_env(FX_STARTED_MARKER=marker, TMPDIR=tmp, **{TOKEN_VAR: token})
-        junit = os.path.join(tmp, "junit.xml")
+        # no server folder elsewhere: a run looks for a server's socket in TMPDIR (and must create nothing there)
+        env = base_env(FX_STARTED_MARKER=marker, TMPDIR=tmp, XDG_RUNTIME_DIR=None, **{TOKEN_VAR: token})
+        junit = os.path.join(outside, "junit.xml")
         cmd = [sys.executable, *runner] + (["--junit-xml", junit] if runner[0] == "run_tests.py" else [])
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored
+                                else None)
         try:
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + RUN_TIMEOUT  # (a bound for a loaded machine, not a time asserted)
             while not os.path.exists(marker):
                 self.assertIsNone(proc.poll(), "the run ended before the slow test started")
                 self.assertLess(time.monotonic(), deadline, "the slow test never started")
@@ -136,7 +172,7 @@ class TestInterrupts(unittest.TestCase):
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.communicate()
         left = wait_until_gone(token)
-        leftovers = sorted(n for n in os.listdir(tmp) if n.startswith("harness-"))
+        leftovers = sorted(os.listdir(tmp))
         xml = None
         if os.path.exists(junit):
             xml = ET.parse(junit).getroot()
@@ -145,7 +181,7 @@ class TestInterrupts(unittest.TestCase):
 
     def check_clean(self, run: dict) -> None:
         self.assertEqual(run["left"], {}, "rank processes still alive")
-        self.assertEqual(run["temp"], [], "pool directories left behind")
+        self.assertEqual(run["temp"], [], "left in the run's TMPDIR")
         self.assertFalse(run["temp_dir_exists"], "the test's with_temp_dir directory was left behind")
 
     def check_runner_report(self, run: dict, why: str) -> None:
@@ -178,9 +214,11 @@ class TestInterrupts(unittest.TestCase):
         self.assertEqual(run["rc"], 143, run["out"] + run["err"])
         self.check_clean(run)
 
-    @nightly("Ctrl-C to the process group without jobs (in CI's full -j 2 run it timed out twice; alone it passes)")
     def test_ctrl_c_with_jobs_stops_every_worker(self):
-        run = self.interrupt(signal.SIGINT, True, ["run_tests.py", "tests.fixtures.fx_slow", "-j", "2"])
+        # started with SIGINT ignored: the -j parent and its workers take Ctrl-C all the same, as the thin
+        # parent does (before, they waited for a KeyboardInterrupt Python never raised: the run hung)
+        run = self.interrupt(signal.SIGINT, True, ["run_tests.py", "tests.fixtures.fx_slow", "-j", "2"],
+                             sigint_ignored=True)
         self.assertEqual(run["rc"], 130, run["out"] + run["err"])
         self.assertRegex(run["out"], r"j\d \[\d/\d\] INTR\s+tests\.fixtures\.fx_slow\.TestBSlow\.test_still_running")
         self.assertIn("interrupted (Ctrl-C) while this test was running", run["out"])
@@ -195,6 +233,14 @@ class TestInterrupts(unittest.TestCase):
         self.assertEqual(len(case), 1, run["out"])
         self.assertEqual(case[0].find("error").get("type"), "Interrupted")
         self.check_clean(run)
+
+    def test_a_process_a_test_starts_takes_ctrl_c(self):
+        # the runner process (where a test that is not a rank's runs) leaves no ignored SIGINT to the processes
+        # its tests start: a `python -m harness` a test runs must stop on Ctrl-C (it once hung in this suite)
+        proc = subprocess.run([sys.executable, "-m", "harness", "tests.fixtures.fx_ctrl_c"], cwd=REPO,
+                              env=base_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("1 passed, 0 failed", proc.stdout)
 
     @nightly("SIGTERM to the parent only")
     def test_sigterm_under_plain_unittest(self):

@@ -281,6 +281,34 @@ def _on_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+#: seconds within which a second SIGTERM is the first one again, by its other path (see :func:`_once`)
+_SAME_SIGTERM_S = 2.0
+
+
+def _once(handler: Any) -> Any:
+    """``handler`` for SIGTERM, taking a second SIGTERM within :data:`_SAME_SIGTERM_S` as the first one again:
+    SIGTERM to the process group reaches a runner process twice, from the group and passed on by its client,
+    and a second SIGTERM while it unwinds means "go now", without the report of the test it stopped."""
+    state: dict[str, float] = {}
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        now = time.monotonic()
+        if "at" in state and now - state["at"] < _SAME_SIGTERM_S:
+            return
+        state["at"] = now
+        if callable(handler):
+            handler(signum, frame)
+        else:  # no handler of Python's: the signal's own action
+            signal.signal(signal.SIGTERM, handler)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return on_sigterm
+
+
+def _ignore_ctrl_c(signum: int, frame: Any) -> None:
+    """The terminal's SIGINT in a runner process: its client passes the user's Ctrl-C on as INTERRUPT."""
+
+
 def _watch_client(client_pid: int) -> None:
     """End this runner process (as SIGTERM ends a runner: its ranks stopped) when its client is gone."""
     while True:
@@ -300,10 +328,15 @@ def become_runner(start: Any, client_pid: int, cwd: str | None = None) -> None:
         start.apply()
     if cwd:
         os.chdir(cwd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C: the client decides, and says so
+    # The terminal's Ctrl-C: the client decides, and says so (INTERRUPT). Not SIG_IGN: an ignored signal stays
+    # ignored across exec, so every process a test here starts (a `python -m harness` of its own, a tool) would
+    # be deaf to Ctrl-C; a Python handler is reset to the default in them.
+    signal.signal(signal.SIGINT, _ignore_ctrl_c)
+    signal.siginterrupt(signal.SIGINT, False)
     signal.signal(INTERRUPT, _on_interrupt)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the template ignores it; a runner unwinds on it
     install_sigterm_handler()
+    signal.signal(signal.SIGTERM, _once(signal.getsignal(signal.SIGTERM)))
     template.adopt()
     threading.Thread(target=_watch_client, args=(client_pid,), daemon=True, name="harness-watch-client").start()
 

@@ -30,7 +30,7 @@ from harness.runner.results import Entry, Problem
 from harness.runner.sharding import split_by_class, unit_of
 from harness.shared.status import Status
 
-__all__ = ["worker_argv", "run_jobs", "write_worker_report", "JobsOutcome"]
+__all__ = ["worker_argv", "run_jobs", "write_worker_report", "JobsOutcome", "take_ctrl_c"]
 
 # A worker's per-test line (harness.runner.console.Console.test_done): forwarded as it comes.
 _TEST_LINE = re.compile(r"^\[\s*[\d-]+/\d+\] ")
@@ -78,6 +78,17 @@ class JobsOutcome:
         self.interrupted = ""
 
 
+def take_ctrl_c() -> None:
+    """Ctrl-C is this process's KeyboardInterrupt, even when it was started with SIGINT ignored (as a shell
+    starts a background job without job control): the ``-j`` parent and its workers stop on it as the thin
+    parent does (harness.runner.forked), instead of waiting for a signal they would never take."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _threads_per_rank(jobs: int) -> str:
     """HARNESS_THREADS for the workers' ranks when the user set none: the cores shared by the jobs (two ranks each)."""
     return str(max(1, (os.cpu_count() or 1) // (2 * jobs)))
@@ -112,6 +123,7 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
 
     readers = []
     install_sigterm_handler()  # SIGTERM here unwinds like Ctrl-C, so the workers are stopped too
+    take_ctrl_c()
     try:
         for k, part in enumerate(parts, 1):
             ids_file, report_file = os.path.join(tmp, f"job{k}.ids"), os.path.join(tmp, f"job{k}.report")

@@ -80,23 +80,27 @@ def key(root: Path, env: dict[str, str] | None = None) -> dict[str, str]:
                                      if k.startswith(_RELEVANT_PREFIXES) or k in _RELEVANT))}
 
 
-def server_dir() -> str:
-    """The user's folder of servers: created 0700, and refused unless it is the user's own and no one else's."""
+def server_dir(create: bool = False) -> str:
+    """The user's folder of servers, refused unless it is the user's own and no one else's. Only ``--serve``
+    creates it (mode 0700): a run that merely looks for a server leaves nothing behind (FileNotFoundError when
+    there is none)."""
     base = os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp"
     path = os.path.join(base, f"distharness-servers-{os.getuid()}")
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
+    if create:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise PermissionError(f"{path} is not a folder only this user can open: no server is used")
     return path
 
 
-def socket_path(k: dict[str, str]) -> str:
+def socket_path(k: dict[str, str], create: bool = False) -> str:
+    """Where the server for ``k`` listens (``create``: make the servers' folder first, as ``--serve`` does)."""
     digest = hashlib.sha256(json.dumps(k, sort_keys=True).encode()).hexdigest()[:20]
-    return os.path.join(server_dir(), f"{digest}.sock")
+    return os.path.join(server_dir(create), f"{digest}.sock")
 
 
 def _peer_uid(sock: socket.socket) -> tuple[int, int]:
@@ -231,7 +235,7 @@ def start(root: Path, idle: float) -> int:
     if os.environ.get("CI"):
         print("harness: --serve: CI is set, and runs under CI never use a server", file=sys.stderr)
         return 2
-    path = socket_path(key(root))
+    path = socket_path(key(root), create=True)
     if os.path.exists(path):
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -266,7 +270,7 @@ class _Server:
 
         self.root, self.idle = root, idle
         self.key = key(root)
-        self.path = socket_path(self.key)
+        self.path = socket_path(self.key, create=True)
         self.active = 0
         self.last = time.monotonic()
         self.lock = threading.Lock()

@@ -283,6 +283,10 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
     console = console_for(plan, out)
     if options.job_of is None:
         console.write(header_lines(plan))
+    else:
+        from harness.runner.jobs import take_ctrl_c
+
+        take_ctrl_c()  # the parent's Ctrl-C reaches its workers (one process group): each stops its test
     ran = run_tests_here(plan, console)
     if options.job_of is not None:  # a --jobs worker: the parent reports
         from harness.runner.jobs import write_worker_report

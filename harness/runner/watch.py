@@ -30,6 +30,10 @@ __all__ = ["watch", "Round", "Go"]
 #: seconds between two looks at the watched files' modification times
 POLL = 0.02
 
+#: a file's modification time comes from the kernel's coarse clock, which may lag ``time.time_ns()`` by a tick:
+#: a file whose time is within this of a round's start (or after it) may have been saved while the round ran
+_CLOCK_SLACK_NS = 50_000_000
+
 
 @dataclasses.dataclass(frozen=True)
 class Go:
@@ -206,6 +210,7 @@ def watch(options: Options) -> int:
     from harness.parent import template
     from harness.runner import forked
     from harness.runner.console import Console
+    from harness.runner.jobs import take_ctrl_c
     from harness.runner.session import report
     from harness.shared.errors import UsageError
     from harness.shared.status import BAD, ExitCode
@@ -215,6 +220,7 @@ def watch(options: Options) -> int:
         raise UsageError(f"--watch runs each round in a process forked from the template, and cannot here: {why}")
     if options.list_only:
         raise UsageError("--watch and --list: give one of them")
+    take_ctrl_c()  # between rounds, Ctrl-C ends the watch: also when the watch was started with SIGINT ignored
     forked.sweep_temp_dirs()
     forked.own_temp_dir()
     wanted = forked.guess_wanted(options)
@@ -226,8 +232,14 @@ def watch(options: Options) -> int:
     code: int = ExitCode.OK
     go = Go((), (), 1, "")
     runner = forked.start_runner(Round(options), os.getpid())
+    files: dict[str, float] = {}
+    held: dict[str, float] = {}
     try:
         while True:
+            # what the round is about to read: a save from now on, while it runs, starts the next round
+            started_ns = time.time_ns()
+            seen = {f: _mtime(f) for f in (files | held)}
+            tests_now = _test_files(options)
             runner.conn.send(go)
             message, interrupted = forked._await_result(runner)
             runner.proc.join(30)
@@ -247,12 +259,12 @@ def watch(options: Options) -> int:
                     return ExitCode.INTERRUPTED
             # the next round's process, forked now, starts last round's worlds while the user edits
             runner = forked.start_runner(Round(options, deps["worlds"]), os.getpid())
-            files = {f: _mtime(f) for fs in deps["modules"].values() for f in fs}
-            held = {f: _mtime(f) for f in deps["held"]}
-            tests_now = _test_files(options)
+            files = {f: _as_read(f, seen, started_ns) for fs in deps["modules"].values() for f in fs}
+            held = {f: _as_read(f, seen, started_ns) for f in deps["held"]}
             sys.stdout.write(f"watch: waiting for a save ({len(files | held)} files; Ctrl-C ends)\n")
             sys.stdout.flush()
             changed, restart, new = _wait_for_save(files, held, tests_now, options)
+            _forget_bytecode(changed | new)
             names = ", ".join(_short(f, options.root) for f in sorted(changed | new)[:3])
             if restart:
                 runner.conn.send(None)
@@ -284,6 +296,31 @@ def watch(options: Options) -> int:
             runner.signal(15)
             runner.proc.join(10)
         template.stop()
+
+
+def _as_read(path: str, seen: dict[str, float], started_ns: int) -> float:
+    """The modification time to compare ``path``'s with from now on: the one it had when the round started (the
+    round read that version), or, for a file the last round did not watch, its time now, unless that falls
+    within the round (a save while the round ran, after it may have read the file: -2, so the next look sees a
+    change and runs the file's tests again)."""
+    if path in seen:
+        return seen[path]
+    now = _mtime(path)
+    return -2 if now >= started_ns - _CLOCK_SLACK_NS else now
+
+
+def _forget_bytecode(paths: set[str]) -> None:
+    """Remove the saved files' cached bytecode: Python checks a ``.pyc`` against its source's modification time
+    in whole seconds and its size, so a second save within the same second, of the same size (a digit changed),
+    would otherwise run the first save's code in the next round."""
+    import importlib.util
+
+    for path in paths:
+        for optimization in ("", 1, 2):
+            try:
+                os.remove(importlib.util.cache_from_source(path, optimization=optimization))
+            except (OSError, NotImplementedError, ValueError):
+                pass
 
 
 def _wait_for_save(files: dict[str, float], held: dict[str, float], tests: set[str],

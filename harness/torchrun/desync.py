@@ -18,17 +18,25 @@ A launched rank is its own parent, so what a pool's parent does for its ranks (h
   rank 0 posted the round, in waits that can never complete (the pool's two looks, made across processes);
   rank 0 posts ``Look(round, found)`` and every watchdog ends its rank's test the way a timeout does.
 
-A rank whose body ended (its BodyEnded or its result is in the store) calls nothing more; a test in which one
-did is left to the timeout (not judged here). Slow ranks (computing, sleeping, not yet in their collective) and ranks in
-matching collectives are never a desync: ``never_meet`` says so.
+A rank whose body ended (its BodyEnded or its result is in the store) calls nothing more, so it is no part of a
+desync. It posts what it called (:class:`~job_store.Ended`, counted in ``Keys.ended_posts``) as its body ends, and
+:meth:`DesyncWatch.left_behind` (each watchdog's, while torch's code holds its main thread and that count or its
+own CPU time moved) finds a wait that rank can never join by the pool's rule, ``harness.judging.analysis.stuck``:
+the rank's watchdog then gives it HARNESS_PEER_GRACE (harness.shared.grace) and ends its test, as a pool's parent
+stops such a rank. Slow ranks (computing, sleeping, not yet in their collective) and ranks in matching collectives
+are never a desync, and a rank whose peer is only slow is never left behind: ``never_meet`` and ``stuck`` say so.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from harness.judging.analysis import never_meet
+from harness.judging.analysis import never_meet, stuck
 from harness.ranks import recorder
+from harness.shared.outcome import ERROR, FAILED, PASSED, SKIPPED
 from harness.torchrun.job_store import Blocked, JobStore, Keys, Look
+
+#: a body's end (protocol.BodyEnded's status), in the words the report takes after "rank N"
+_BODY = {PASSED: "passed", FAILED: "failed", ERROR: "raised", SKIPPED: "was skipped"}
 
 __all__ = ["DesyncWatch"]
 
@@ -60,6 +68,7 @@ class DesyncWatch:
         self._before: dict[int, Any] | None = None
         self._seen = 0
         self._found: tuple[int, str] | None = None
+        self._left_seen: tuple[int, int] | None = None  # (Ended posts, CPU time) at the last left_behind() look
 
     def look(self) -> tuple[int, str] | None:
         """One look (a watchdog's tick): never_meet's ``(root cause rank, why)`` once rank 0 found a desync,
@@ -84,6 +93,35 @@ class DesyncWatch:
             self.store.ticket(self.keys.blocked_posts)
             self._posted = (cpu, current)
         return self._judge() if self.rank == 0 else None
+
+    def left_behind(self) -> tuple[int, str] | None:
+        """This rank waits in a collective (or a group's creation) that a peer whose body ended never called:
+        ``(that peer, why)``, the words after "after" in the report (``"rank 1 passed without calling #2
+        all_reduce(float32[2]) on the default group"``), else None. Reads the store only while torch's code
+        holds the main thread, and the peers' dumps only when a peer's body ended or this rank moved since."""
+        if self.world_size == 1 or not self._waits():
+            return None
+        seen = (self.store.count(self.keys.ended_posts), self._cpu_ns())
+        if seen[0] == 0 or seen == self._left_seen:
+            return None
+        self._left_seen = seen
+        ended = {}
+        for r in range(self.world_size):
+            if r != self.rank:
+                posted = self.store.read_posted(self.keys.ended(r))
+                if posted is not None:
+                    ended[r] = posted
+        if not ended:
+            return None
+        dumps = {r: e.dump for r, e in ended.items()}
+        dumps[self.rank] = self._dump(self.rank)
+        found = stuck(dumps, {r: _BODY.get(e.status, "failed") for r, e in ended.items()}, [self.rank],
+                      self.world_size)
+        if self.rank not in found:
+            return None
+        why = found[self.rank]
+        peer = next((r for r in sorted(ended) if why.startswith(f"rank {r} ")), min(ended))
+        return peer, why
 
     def _judge(self) -> tuple[int, str] | None:
         """Rank 0: with every rank's dump of the current round, decide (never_meet), or ask for the next round."""

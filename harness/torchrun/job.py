@@ -41,7 +41,8 @@ from harness.ranks.gpu import take_gpu
 from harness.shared.launcher import launched_rank, report_stream
 from harness.shared.grace import PeerGrace, Trouble
 from harness.torchrun.desync import DesyncWatch
-from harness.torchrun.job_store import Collectives, Example, JobOver, JobStore, Keys, Leaving, Seed, Steps, TempDir
+from harness.torchrun.job_store import (Collectives, Ended, Example, JobOver, JobStore, Keys, Leaving, Seed, Steps,
+                                        TempDir)
 from harness.shared.outcome import KILLED, PASSED, TIMEOUT, RankResult, tidy_stack
 from harness.shared.placement import Placement, choose_placement
 from harness.shared.protocol import BodyEnded, Done, Go, Meet, Stop, Task, meeting_call, teardown_call
@@ -157,6 +158,7 @@ class LaunchedJob(World, Worlds):
         self.active: tuple[Keys, str] | None = None  # (the step, the test id) of the test under way
         self.active_id = ""  # the test id of the last test that ran
         self.poisoned = ""  # set once a rank hung or broke its GPU: the world cannot run another test
+        self.ended_posted: Keys | None = None  # the test whose Ended this rank posted (_post_ended)
         self.current: _Running | None = None
         self.lock = threading.Lock()
         self.watchdog = threading.Thread(target=self._watch, daemon=True, name="harness-torchrun-watchdog")
@@ -287,6 +289,7 @@ class LaunchedJob(World, Worlds):
                 self.current = None
             faulthandler.enable(file=self._crash_stream, all_threads=True)  # whatever the test did to it
         result.arrived = arrival.known()
+        self._post_ended(keys, result.status)  # (a test without a tearDown of its own: its body ended with it)
         self.store.post(keys.result(self.rank), Done(result))
         results = self._collect(keys, grace.wait_for_results(timeout))
         if any(r.is_bad for r in results):
@@ -295,6 +298,9 @@ class LaunchedJob(World, Worlds):
         for r in results:
             if r.status == TIMEOUT:
                 self.poisoned = f"the job cannot go on: {test_id} hung on rank {r.rank}"
+            elif r.status == KILLED and not self.poisoned:  # its watchdog stopped it inside a collective: it leaves
+                self.poisoned = (f"the job cannot go on: {test_id} left rank {r.rank} inside a collective, and a "
+                                 "launched rank cannot be replaced")
         return results
 
     def _meeting(self, keys: Keys, grace: PeerGrace) -> Any:
@@ -349,6 +355,7 @@ class LaunchedJob(World, Worlds):
         have posted their results (a hung peer's watchdog posts one)."""
 
         def body_ended(status: str) -> None:
+            self._post_ended(keys, status)
             self.store.post(keys.body_ended(self.rank), BodyEnded(status))
             with self.lock:
                 running, self.current = self.current, None
@@ -373,6 +380,15 @@ class LaunchedJob(World, Worlds):
                     self.current = running
 
         return body_ended
+
+    def _post_ended(self, keys: Keys, status: str) -> None:
+        """This rank's body ended (``status``): it calls no collective more in this test. What it called goes to
+        the store (Ended), once, for a peer that may wait in one it never called (harness.torchrun.desync)."""
+        if self.world_size == 1 or self.ended_posted == keys:
+            return
+        self.ended_posted = keys
+        self.store.post(keys.ended(self.rank), Ended(status, recorder.own_dump(self.rank)))
+        self.store.ticket(keys.ended_posts)
 
     def _collect(self, keys: Keys, wait_s: float) -> list[RankResult]:
         """Every rank's result from the store; short polls so SIGTERM from torchrun is handled at once."""
@@ -425,6 +441,21 @@ class LaunchedJob(World, Worlds):
                                     message=f"timed out after {cur.timeout:.0f} s (raise the class's `timeout` or "
                                             "set HARNESS_TIMEOUT)")
                 self._end_test(cur, result, float(self.store.ticket(cur.keys.arrivals)), "a hung rank")
+            if cur.desync is not None and not cur.grace.running:
+                try:
+                    left = cur.desync.left_behind()
+                except Exception:  # the store went away (the job is ending): the timeout stays the net
+                    left = None
+                if left is not None:  # a peer's body ended without the collective this rank waits in
+                    cur.grace.start(Trouble(time.monotonic(), left[0], left[1]))
+            if cur.grace.running and cur.grace.over(time.monotonic()):
+                with self.lock:
+                    still = self.current is cur  # (its test may have ended on its own meanwhile)
+                if still:
+                    result = RankResult(rank=self.rank, status=KILLED, stack=self._own_stack(),
+                                        message=cur.grace.overran(time.monotonic()))
+                    self._end_test(cur, result, float(self.store.ticket(cur.keys.arrivals)),
+                                   "a rank left inside a collective that a peer never joins")
             found = None
             if cur.desync is not None:
                 try:
@@ -497,16 +528,16 @@ class LaunchedJob(World, Worlds):
     def _at_exit(self) -> None:
         # Leave together: torchrun stops the whole job as soon as one rank exits non-zero, which would
         # cut off a rank that is still finishing its own (identical) report.
+        if self.rank == 0:
+            self._set_done()  # it has reported: a rank its watchdog stopped (waiting for this word) tidies and leaves
         try:
             self.store.post(Keys.leaving(self.rank), Leaving())
             everyone = [Keys.leaving(r) for r in range(self.world_size)]
-            deadline = time.monotonic() + (2.0 if self.poisoned else 30.0)
+            deadline = time.monotonic() + (5.0 if self.poisoned else 30.0)
             while time.monotonic() < deadline and not self.store.has(*everyone):
                 time.sleep(0.05)
         except Exception:
             pass
-        if self.rank == 0:
-            self._set_done()
         try:
             self.ctx.keeper.release()
         except Exception:

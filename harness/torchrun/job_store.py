@@ -13,6 +13,8 @@ One test under torchrun, as the store sees it (``t7``: its step)::
     t8/arrivals                 a counter              the order in which the ranks' failures became known
     t8/result/<rank>            Done(result)           the test is over on that rank
     t8/fr/<rank>                Collectives(dump)      its collectives, when the test went wrong
+    t8/ended/<rank>             Ended(status, dump)    its body ended: how, and the collectives it called
+    t8/ended                    a counter              how many Ended were posted: a waiting rank looks when it moves
     t8/blocked/<rank>           Blocked(dump, round)   its main thread is idle in a collective (harness.torchrun.desync)
     t8/blocked                  a counter              how many Blocked were posted: rank 0 reads them when it moves
     t8/look                     Look(round, found)     rank 0 asks for fresh Blocked dumps, or says it is a desync
@@ -25,7 +27,7 @@ import dataclasses
 import pickle
 from typing import Any
 
-__all__ = ["TempDir", "Seed", "Example", "Collectives", "Blocked", "Look", "Leaving", "JobOver", "Keys", "Steps",
+__all__ = ["TempDir", "Seed", "Example", "Collectives", "Ended", "Blocked", "Look", "Leaving", "JobOver", "Keys", "Steps",
            "JobStore"]
 
 
@@ -57,6 +59,15 @@ class Example:
 class Collectives:
     """A rank's collectives in a test that went wrong (harness.ranks.recorder: a dump)."""
 
+    dump: dict[str, Any] | None
+
+
+@dataclasses.dataclass
+class Ended:
+    """A rank's test body ended (``status``: protocol.BodyEnded's) after calling the collectives in ``dump``: it
+    calls none more, so a peer waiting in one it never called waits for ever (harness.torchrun.desync)."""
+
+    status: str
     dump: dict[str, Any] | None
 
 
@@ -155,6 +166,15 @@ class Keys:
 
     def collectives(self, rank: int) -> str:
         return f"{self.prefix}/fr/{rank}"
+
+    def ended(self, rank: int) -> str:
+        """Where ``rank`` says its body ended, with its collectives (Ended), just before its BodyEnded."""
+        return f"{self.prefix}/ended/{rank}"
+
+    @property
+    def ended_posts(self) -> str:
+        """A counter: each Ended posted adds one, so a rank waiting in a collective reads them when it moves."""
+        return f"{self.prefix}/ended"
 
     def blocked(self, rank: int) -> str:
         """Where ``rank`` posts its dump while its main thread is idle in a collective (Blocked)."""
