@@ -70,6 +70,16 @@ def gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def nccl_skip_reason() -> str:
+    """What the harness's ``requires_nccl()`` says on a machine without GPUs: upstream's words on a CPU build of
+    torch, and on a CUDA build (NCCL compiled in, no GPU to run it) the harness's."""
+    import torch.distributed as dist
+
+    from harness.testing.requirements import NCCL_WITHOUT_GPU
+
+    return NCCL_WITHOUT_GPU if dist.is_nccl_available() else "c10d was not compiled with the NCCL backend"
+
+
 def base_env(**extra: str | None) -> dict[str, str]:
     """The caller's environment without HARNESS_* settings (a run must not depend on the outer shell).
 

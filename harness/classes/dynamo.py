@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+import unittest
 from typing import Any
 
 from harness.classes.case import MultiProcessTestCase
+from harness.shared.config import settings
 from harness.shared.errors import UsageError
+from harness.shared.placement import choose_placement
 from harness.testing.assertions import TestCase
 
 __all__ = ["DistributedTestBase", "DynamoDistributedMultiProcTestCase", "DynamoDistributedSingleProcTestCase"]
@@ -79,7 +82,8 @@ class DynamoDistributedMultiProcTestCase(DistributedTestBase):
 
 class DynamoDistributedSingleProcTestCase(TestCase):
     """Upstream's single-process dynamo class: a world of one rank for the whole class (``setUpClass``),
-    on the accelerator (its default backend), else on CPU over gloo; ``self.rank``, ``self.device``,
+    on a GPU over NCCL where there is one (``harness.shared.placement``, as every class), else on CPU over
+    gloo (a CUDA build of torch on a machine without GPUs too); ``self.rank``, ``self.device``,
     ``self.device_ids``. Dynamo is reset before and after each test.
 
     Example::
@@ -96,18 +100,20 @@ class DynamoDistributedSingleProcTestCase(TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        import torch
         import torch.distributed as dist
 
         super().setUpClass()
-        accelerator = torch.accelerator.current_accelerator() if os.environ.get("HARNESS_DEVICE") != "cpu" else None
-        kind = accelerator.type if accelerator is not None else "cpu"
+        # Where a world of one runs, from the GPUs there are (not from the accelerator torch was built for: a
+        # CUDA build on a machine without GPUs has NCCL compiled in, and NCCL refuses to start without a GPU).
+        placement = choose_placement(1, 0, settings().device)
+        if placement.skip:
+            raise unittest.SkipTest(placement.skip)
         cls.rank = 0
-        cls.device = f"{kind}:{cls.rank}"
-        cls.device_ids = None if kind == "cpu" else [cls.rank]
+        cls.device = f"{placement.device_type}:{cls.rank}"
+        cls.device_ids = None if placement.device_type == "cpu" else [cls.rank]
         cls._harness_store_dir = tempfile.mkdtemp(prefix="harness-single-proc-")
         store = dist.FileStore(os.path.join(cls._harness_store_dir, "store"), 1)
-        dist.init_process_group(dist.get_default_backend_for_device(kind), rank=0, world_size=1, store=store)
+        dist.init_process_group(placement.backend, rank=0, world_size=1, store=store)
 
     @classmethod
     def tearDownClass(cls) -> None:

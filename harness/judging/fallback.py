@@ -48,10 +48,14 @@ def pretend_device_count(count: int) -> Iterator[None]:
             setattr(obj, name, original)
 
 
-# What a rank says when the test hard-codes CUDA (or pinned memory, or NCCL) and runs on a CPU build.
+# What a rank says when the test hard-codes CUDA (or pinned memory, or NCCL) and runs on a CPU build, or on
+# a CUDA build on a machine without GPUs (no driver: NCCL, streams and device indices fail in their own words).
 _NEEDS_CUDA = re.compile(
     r"Torch not compiled with CUDA enabled|"
     r"Found no NVIDIA driver|No CUDA GPUs are available|requires CUDA support|"
+    r"nccl2? requires at least one CUDA device|ProcessGroupNCCL is only supported with GPUs|"
+    r"CUDA driver version is insufficient for CUDA runtime version|"
+    r"number of accelerators available: 0\b|"
     r"Cannot access accelerator device when none is available|"
     r"no pinned memory allocator is available|pin_memory=True requires a CUDA|"
     r"FSDP needs a non-CPU accelerator|"

@@ -105,13 +105,27 @@ def skip_if_rocm_multiprocess(fn: F) -> F:
     return _skip_decorator(flag("TEST_WITH_ROCM"), "Test skipped for ROCm")(fn)
 
 
-def requires_nccl() -> Callable[[F], F]:
-    """Skip unless torch has NCCL (``@requires_nccl()``). Without it the skip counts among the tests that
-    need CUDA; with it, on too few GPUs, the test runs where the harness places it and an error that comes
-    from NCCL counts there too."""
-    import torch.distributed as dist
+#: the skip of a test that needs NCCL where torch has it but the machine has no GPU (a CUDA build of torch on a
+#: machine without GPUs: NCCL is compiled in, and refuses to start)
+NCCL_WITHOUT_GPU = "NCCL needs a GPU, found none (this CUDA build of torch has NCCL, the machine has no GPU)"
 
-    return _skip_decorator(not dist.is_nccl_available(), "c10d was not compiled with the NCCL backend")
+
+def _nccl_missing() -> str:
+    """Why NCCL cannot run here ("" when it can): not compiled in (a CPU build), or no GPU to run it on."""
+    from harness.shared.placement import gpu_count, nccl_available
+
+    if not nccl_available():
+        return "c10d was not compiled with the NCCL backend"  # upstream's words, on a CPU build
+    return "" if gpu_count() else NCCL_WITHOUT_GPU
+
+
+def requires_nccl() -> Callable[[F], F]:
+    """Skip unless NCCL can run here (``@requires_nccl()``): torch has it and the machine has a GPU. A CUDA
+    build without GPUs is treated as the CPU build it behaves as: the test is skipped, and the skip counts
+    among the tests that need CUDA. With NCCL and too few GPUs for one per rank, the test runs where the
+    harness places it and an error that comes from NCCL counts there too."""
+    why = _nccl_missing()
+    return _skip_decorator(bool(why), why)
 
 
 def requires_gloo() -> Callable[[F], F]:
@@ -122,7 +136,8 @@ def requires_gloo() -> Callable[[F], F]:
 
 
 def requires_accelerator_dist_backend(backends: Sequence[str] | None = None) -> Callable[[F], F]:
-    """Skip unless torch has one of the accelerator backends (default: NCCL, XCCL, HCCL).
+    """Skip unless torch has one of the accelerator backends (default: NCCL, XCCL, HCCL) and the device it
+    runs on (NCCL compiled into a CUDA build on a machine without GPUs does not count).
 
     Example::
 
@@ -135,7 +150,7 @@ def requires_accelerator_dist_backend(backends: Sequence[str] | None = None) -> 
         raise UsageError(f"requires_accelerator_dist_backend({backends!r}): give a list of backends, "
                          f"[{backends!r}]")
     backends = list(backends or ("nccl", "xccl", "hccl"))
-    checks = {"nccl": dist.is_nccl_available, "xccl": getattr(dist, "is_xccl_available", lambda: False),
+    checks = {"nccl": lambda: not _nccl_missing(), "xccl": getattr(dist, "is_xccl_available", lambda: False),
               "hccl": lambda: hasattr(__import__("torch"), "hpu") and __import__("torch").hpu.is_available()}
     found = any(checks.get(b, lambda: False)() for b in backends)
     return _skip_decorator(not found, f"No accelerator communication backend available among {backends}")

@@ -14,6 +14,8 @@ class TestGpuSkip(unittest.TestCase):
         for reason in [
             "Need at least 2 CUDA devices",  # TEST_SKIPS["multi-gpu-2"]
             "Need at least 1 CUDA device",
+            "Need at least 2 accelerator devices",  # TEST_SKIPS["multi-device-2"], a newer torch's words
+            "Need at least 1 accelerator device",
             "c10d was not compiled with the NCCL backend",  # requires_nccl()
             "c10d not compiled with NCCL support",  # TEST_SKIPS["nccl"]
             "CUDA is not available.",  # TEST_SKIPS["no_cuda"]
@@ -25,6 +27,16 @@ class TestGpuSkip(unittest.TestCase):
         ]:
             self.assertTrue(gpu_skip(reason), reason)
 
+    def test_the_installed_torchs_device_skips_count(self):
+        # upstream's own table, as this torch has it: each skip that stands for missing devices (its words changed
+        # from "CUDA devices" to "accelerator devices", its keys from multi-gpu-N to multi-device-N)
+        from torch.testing._internal.common_distributed import TEST_SKIPS
+
+        device_skips = {k: s.message for k, s in TEST_SKIPS.items() if k.startswith(("multi-gpu", "multi-device"))}
+        self.assertGreaterEqual(len(device_skips), 8, TEST_SKIPS)
+        for key, message in device_skips.items():
+            self.assertTrue(gpu_skip(message), f"TEST_SKIPS[{key!r}]: {message!r}")
+
     def test_the_harness_words_count(self):
         for reason in [
             "needs CUDA: AssertionError: Torch not compiled with CUDA enabled (test_x.py:12)",
@@ -32,6 +44,7 @@ class TestGpuSkip(unittest.TestCase):
             "needs 2 GPUs, found 0 (HARNESS_DEVICE=cuda)",
             "this torch build has no NCCL (HARNESS_DEVICE=cuda)",
             "needs an accelerator: CPU offload",
+            "NCCL needs a GPU, found none (this CUDA build of torch has NCCL, the machine has no GPU)",
         ]:
             self.assertTrue(gpu_skip(reason), reason)
 
