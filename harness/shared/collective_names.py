@@ -76,6 +76,11 @@ PROCESS_GROUP_METHODS: dict[str, str] = {
     "alltoall_base": "all_to_all_single", "all_to_all_single": "all_to_all_single", "broadcast": "broadcast",
     "reduce": "reduce", "gather": "gather", "scatter": "scatter", "barrier": "barrier", "send": "send",
     "recv": "recv", "recv_anysource": "recv",
+    # the names a process group in Python may report its calls under: already the user's
+    **{name: name for name in ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor",
+                               "all_to_all", "all_to_all_single")},
+    "all_gather_into_tensor_coalesced": "all_gather_into_tensor",
+    "reduce_scatter_tensor_coalesced": "reduce_scatter_tensor",
 }
 
 
