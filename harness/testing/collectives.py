@@ -168,12 +168,14 @@ class CollectiveRecord:
         if self._unseen and exc[0] is None:
             raise UsageError(f"{_where(self._test)}{self._unseen}")
 
-    def _check_owner(self, doing: str) -> None:
-        if (os.getpid(), threading.get_ident()) != self._owner:
-            raise UsageError(f"{_where(self._test)}a collective record belongs to the rank that made it (process "
-                             f"{self._owner[0]}, its thread {self._owner[1]}); this is another rank or process, "
-                             f"which cannot {doing}: make the record inside the test body, on every rank, with "
-                             "`with record_collectives() as record:`")
+    def _check_owner(self, doing: str, test: Any = None) -> None:
+        if (os.getpid(), threading.get_ident()) == self._owner:
+            return
+        here = test if test is not None else _current_test()
+        maker = _where(self._test).rstrip(": ") or f"process {self._owner[0]}"
+        raise UsageError(f"{_where(here)}this collective record was made by {maker}, and a record belongs to the rank "
+                         f"(process or thread rank) that made it: another cannot {doing}; make the record inside "
+                         "the test body, on every rank, with `with record_collectives() as record:`")
 
     # ---- what the assertion needs ------------------------------------------------------------------
 
@@ -186,7 +188,7 @@ class CollectiveRecord:
         if self._state == "open":
             raise UsageError(f"{where}assertCollectivesInline(record, ...) inside the record's own `with` block; "
                              "call it after the block ends (the gathering of the ranks' traces is a collective too)")
-        self._check_owner("compare it")
+        self._check_owner("compare it", test)
         if self._test is not None and test is not None and self._test.id() != test.id():
             raise UsageError(f"{where}this record was made in another test ({self._test.id()}); a record belongs "
                              "to the test and rank that made it: record again in this test")
