@@ -302,6 +302,9 @@ def _mode_class() -> type:
             def __init__(self, record: CollectiveRecord) -> None:
                 super().__init__()
                 self.record = record
+                # LocalTensorMode's own stack (a list it pushes to and pops from): one len() per op tells
+                # whether one was entered inside the record
+                self.local_modes = _local_tensor_mode_stack()
 
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 kwargs = kwargs or {}
@@ -309,13 +312,9 @@ def _mode_class() -> type:
                 if name is None:
                     name = _NAMES[func] = collective_names.user_name(func.name()) or ""
                 if not name:
-                    record = self.record
-                    if record._local_depth < len(_local_tensor_modes()) and not record._unseen:
-                        record._unseen = (
-                            "a LocalTensorMode was entered inside record_collectives(): it answers collectives "
-                            "itself, above the record, which then sees none of them; enter the record inside "
-                            "the LocalTensorMode (`with self._get_local_tensor_mode(): with record_collectives() "
-                            "as record: ...`)")
+                    modes = self.local_modes
+                    if modes is not None and len(modes) > self.record._local_depth:
+                        self.record._unseen = _UNSEEN
                     return func(*args, **kwargs)
                 _local.depth = getattr(_local, "depth", 0) + 1
                 try:
@@ -331,6 +330,22 @@ def _mode_class() -> type:
 
 #: OpOverload -> the user's name of the collective, "" for any other op
 _NAMES: dict[Any, str] = {}
+
+_UNSEEN = ("a LocalTensorMode was entered inside record_collectives(): it answers collectives itself, above the "
+           "record, which then sees none of them; enter the record inside the LocalTensorMode (`with "
+           "self._get_local_tensor_mode(): with record_collectives() as record: ...`)")
+
+
+def _local_tensor_mode_stack() -> list[Any] | None:
+    """The list ``LocalTensorMode`` keeps its active modes in (this thread's), or None (a torch without it)."""
+    import importlib
+
+    try:
+        module = importlib.import_module("torch.distributed._local_tensor")
+        stack = module.get_local_tensor_mode_list()
+    except Exception:
+        return None
+    return stack if isinstance(stack, list) else None
 
 
 def _local_tensor_modes() -> list[Any]:

@@ -1,0 +1,98 @@
+#!/usr/bin/env python
+"""What recording collectives costs (``harness.record_collectives``): the suites' heaviest test with and without a
+record open around its whole body, side by side in one run.
+
+The heaviest test of ``test_distributed/`` (by ``.ci/test-times.json``: ``test_fine_tuning``, FSDP training, DCP
+saves and loads, three rounds, 4 ranks) is run through the harness's runner as a subclass of its class, plain, and as one whose ``setUp`` enters
+a record and whose ``tearDown`` leaves it (every hypothesis example, every collective, FSDP's and DCP's, recorded;
+its TorchDispatchMode sees every op of the body), each in a runner of its own (a fresh pool: both pay the same
+start), alternating, the order swapped each round (the ``ci`` hypothesis profile: the same examples each run). The runner's own per-test seconds are read; the medians of ``--rounds`` rounds, and their ratio, are
+printed. The goal: at most 5 % more.
+
+Example::
+
+    python tools/bench_record.py               # about 2 minutes on 2 cores
+    python tools/bench_record.py --rounds 5
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HEAVIEST = ("test_distributed.test_fine_tuning", "TestFineTuning", "test_fine_tuning")
+
+MODULES = {
+    "plain": """
+import {module} as _heaviest
+
+
+class TestPlain(_heaviest.{cls}):
+    pass
+""",
+    "recorded": """
+import {module} as _heaviest
+from harness import record_collectives
+
+
+class TestRecorded(_heaviest.{cls}):
+    def setUp(self):
+        super().setUp()
+        self._bench_record = record_collectives().__enter__()
+
+    def tearDown(self):
+        self._bench_record.__exit__(None, None, None)
+        assert self._bench_record.lines(), "the record saw no collective"
+        super().tearDown()
+""",
+}
+
+
+def one_run(folder: str, kind: str) -> float:
+    """The runner's per-test seconds of the heaviest test, plain or recorded, in a runner of its own (a fresh pool:
+    both kinds pay the same start)."""
+    module, cls, method = HEAVIEST
+    name = f"bench_record_{kind}"
+    path = os.path.join(folder, name + ".py")
+    with open(path, "w") as f:
+        f.write(MODULES[kind].format(module=module, cls=cls))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([folder, str(ROOT)]), "HYPOTHESIS_PROFILE": "ci"}
+    proc = subprocess.run([sys.executable, "-m", "harness", path, "-v"], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise SystemExit(f"the runner failed:\n{proc.stdout[-6000:]}")
+    m = re.search(rf"PASS\s+{name}\.\w+\.{method}\s+\S+\s+ws=\d+\s+([\d.]+)s", proc.stdout)
+    if m is None:
+        raise SystemExit(f"no time for {name} in:\n{proc.stdout[-4000:]}")
+    return float(m.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="runner runs, the two classes' order swapped each")
+    args = parser.parse_args()
+    plain, recorded = [], []
+    with tempfile.TemporaryDirectory(prefix="bench-record-") as folder:
+        for i in range(args.rounds):
+            kinds = ("plain", "recorded") if i % 2 == 0 else ("recorded", "plain")
+            got = {kind: one_run(folder, kind) for kind in kinds}
+            plain.append(got["plain"])
+            recorded.append(got["recorded"])
+            print(f"round {i + 1}: plain {got['plain']:.2f} s, recorded {got['recorded']:.2f} s", flush=True)
+    p, r = statistics.median(plain), statistics.median(recorded)
+    print()
+    print(f"{'.'.join(HEAVIEST)} (the runner's per-test seconds, median of {args.rounds})")
+    print(f"{'without a record':<22}{'with a record':<22}{'ratio':<10}goal")
+    print(f"{p:<22.2f}{r:<22.2f}{r / p:<10.3f}<= 1.05")
+
+
+if __name__ == "__main__":
+    main()
