@@ -3,10 +3,12 @@
 record open around its whole body, side by side in one run.
 
 The heaviest test of ``test_distributed/`` (by ``.ci/test-times.json``: ``test_fine_tuning``, FSDP training, DCP
-saves and loads, three rounds, 4 ranks) is run through the harness's runner as a subclass of its class, plain, and as one whose ``setUp`` enters
-a record and whose ``tearDown`` leaves it (every hypothesis example, every collective, FSDP's and DCP's, recorded;
-its TorchDispatchMode sees every op of the body), each in a runner of its own (a fresh pool: both pay the same
-start), alternating, the order swapped each round (the ``ci`` hypothesis profile: the same examples each run). The runner's own per-test seconds are read; the medians of ``--rounds`` rounds, and their ratio, are
+saves and loads, three rounds, 4 ranks) is run through the harness's runner as a subclass of its class three ways, each in a runner of its own (a fresh
+pool: each pays the same start), the order rotated each round, the ``ci`` hypothesis profile (the same examples
+each run): plain; with a record around each training phase (``_train``: every step's forward, backward and
+optimizer step, what a test pinning its communication records); and with a record around the whole body
+(``setUp`` enters it, ``tearDown`` leaves it: model building, DCP saves and loads, state-dict checks, every
+collective, and every op the dispatch mode then sees). The runner's own per-test seconds are read; the medians of ``--rounds`` rounds, and their ratio, are
 printed. The goal: at most 5 % more.
 
 Example::
@@ -38,12 +40,23 @@ import {module} as _heaviest
 class TestPlain(_heaviest.{cls}):
     pass
 """,
-    "recorded": """
+    "steps": """
 import {module} as _heaviest
 from harness import record_collectives
 
 
-class TestRecorded(_heaviest.{cls}):
+class TestSteps(_heaviest.{cls}):
+    def _train(self, *args, **kwargs):
+        with record_collectives() as record:
+            super()._train(*args, **kwargs)
+        assert record.counts()["all_gather"] or record.counts()["all_gather_into_tensor"], record.lines()
+""",
+    "body": """
+import {module} as _heaviest
+from harness import record_collectives
+
+
+class TestBody(_heaviest.{cls}):
     def setUp(self):
         super().setUp()
         self._bench_record = record_collectives().__enter__()
@@ -77,21 +90,25 @@ def one_run(folder: str, kind: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="runner runs, the two classes' order swapped each")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each kind, the order rotated each round")
     args = parser.parse_args()
-    plain, recorded = [], []
+    kinds = list(MODULES)
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory(prefix="bench-record-") as folder:
         for i in range(args.rounds):
-            kinds = ("plain", "recorded") if i % 2 == 0 else ("recorded", "plain")
-            got = {kind: one_run(folder, kind) for kind in kinds}
-            plain.append(got["plain"])
-            recorded.append(got["recorded"])
-            print(f"round {i + 1}: plain {got['plain']:.2f} s, recorded {got['recorded']:.2f} s", flush=True)
-    p, r = statistics.median(plain), statistics.median(recorded)
+            order = kinds[i % len(kinds):] + kinds[:i % len(kinds)]
+            for kind in order:
+                times[kind].append(one_run(folder, kind))
+            print(f"round {i + 1}: " + ", ".join(f"{kind} {times[kind][-1]:.2f} s" for kind in kinds), flush=True)
+    base = statistics.median(times["plain"])
     print()
-    print(f"{'.'.join(HEAVIEST)} (the runner's per-test seconds, median of {args.rounds})")
-    print(f"{'without a record':<22}{'with a record':<22}{'ratio':<10}goal")
-    print(f"{p:<22.2f}{r:<22.2f}{r / p:<10.3f}<= 1.05")
+    print(f"{'.'.join(HEAVIEST)}: the runner's per-test seconds, median of {args.rounds}")
+    print(f"{'':<34}{'seconds':<10}{'ratio':<8}goal")
+    labels = {"plain": "without a record", "steps": "its training steps recorded", "body": "its whole body recorded"}
+    for kind in kinds:
+        median = statistics.median(times[kind])
+        goal = "" if kind == "plain" else "<= 1.05"
+        print(f"{labels[kind]:<34}{median:<10.2f}{median / base:<8.3f}{goal}")
 
 
 if __name__ == "__main__":
