@@ -151,19 +151,27 @@ class CollectiveRecord:
         for mesh in self._meshes:
             for dim, name in enumerate(getattr(mesh, "mesh_dim_names", None) or ()):
                 self._group_names.setdefault(mesh.get_group(dim).group_name, name)
-        self._mode = _mode_class()(self)
-        self._mode.__enter__()
+        # Where no LocalTensorMode can answer collectives above the dispatcher (a real backend), a kernel on each
+        # collective op sees them at no cost to any other op; else a dispatch mode, which sees every op.
+        simulated = self._local_ranks is not None or dist.get_backend() == "fake"
+        if not simulated and _install_kernels():
+            self._mode = None
+        else:
+            self._mode = _mode_class()(self)
+            self._mode.__enter__()
         _open_records().append(self)
+        _PROCESS_OPEN.append(self)
         self._state = "open"
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
-            self._mode.__exit__(*exc)
+            if self._mode is not None:
+                self._mode.__exit__(*exc)
         finally:
-            records = _open_records()
-            if self in records:
-                records.remove(self)
+            for records in (_open_records(), _PROCESS_OPEN):
+                if self in records:
+                    records.remove(self)
             self._state = "closed"
         if self._unseen and exc[0] is None:
             raise UsageError(f"{_where(self._test)}{self._unseen}")
@@ -284,6 +292,78 @@ def _flat(value: Any) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return [t for v in value for t in _flat(v)]
     return [] if value is None else [value]
+
+
+# ---- a kernel on each collective op -----------------------------------------------------------------
+
+#: every record open in this process, whichever thread opened it
+_PROCESS_OPEN: list[CollectiveRecord] = []
+#: the libraries holding the kernels (registered once per process, on the first record); False: not possible here
+_KERNELS: Any = None
+
+
+def _install_kernels() -> bool:
+    """Put a kernel at the ``BackendSelect`` key of every collective op (``harness.shared.collective_names.OPS``)
+    that torch dispatches, once per process: it runs the op (redispatching below that key) and hands it to the
+    open records. ``BackendSelect`` is in every op's dispatch, with autograd on or off, in inference mode too,
+    and no collective op has a kernel of its own there. Other ops never pass through it: unlike a dispatch
+    mode, recording costs nothing outside the collectives. False where this torch does not allow it (then a
+    dispatch mode records instead)."""
+    global _KERNELS
+    if _KERNELS is not None:
+        return _KERNELS is not False
+    try:
+        import torch
+
+        after = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
+        libraries: dict[str, Any] = {}
+        kernels = []
+        for full, name in collective_names.OPS.items():
+            namespace, short = full.split("::")
+            try:
+                packet = getattr(getattr(torch.ops, namespace), short)
+            except (AttributeError, RuntimeError):
+                continue  # not an op of this torch
+            for overload in packet.overloads():
+                op = getattr(packet, overload)
+                if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "BackendSelect"):
+                    raise RuntimeError(f"{op.name()} has a BackendSelect kernel of its own")
+                kernels.append((namespace, short if overload == "default" else f"{short}.{overload}", op, name))
+        for namespace, qualified, op, name in kernels:
+            library = libraries.get(namespace)
+            if library is None:
+                library = libraries[namespace] = torch.library.Library(namespace, "IMPL")
+            library.impl(qualified, _kernel(op, name, after), "BackendSelect", with_keyset=True)
+        _KERNELS = libraries
+    except Exception:
+        _KERNELS = False
+    return _KERNELS is not False
+
+
+def _kernel(op: Any, name: str, after: Any) -> Any:
+    def collective(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        depth = getattr(_local, "depth", 0)
+        _local.depth = depth + 1
+        try:
+            result = op.redispatch(keyset & after, *args, **kwargs)
+        finally:
+            _local.depth = depth
+        if depth == 0 and _PROCESS_OPEN:
+            for record in _kernel_records():
+                _describe(record, op, name, args, kwargs, result)
+        return result
+
+    return collective
+
+
+def _kernel_records() -> list[CollectiveRecord]:
+    """The records a collective dispatched in this thread belongs to: this thread's, else (an autograd engine's
+    thread running a backward hook) those of the one thread of the process that has records open."""
+    mine = [r for r in getattr(_local, "records", None) or [] if r._mode is None]
+    if mine:
+        return mine
+    owners = {r._owner for r in _PROCESS_OPEN}
+    return [r for r in _PROCESS_OPEN if r._mode is None] if len(owners) == 1 else []
 
 
 # ---- the dispatch mode ------------------------------------------------------------------------------
