@@ -1,18 +1,23 @@
 """A test's collectives, recorded in call order: ``record_collectives()``, the record, its counts.
 
-Inside ``with record_collectives() as record:`` a ``TorchDispatchMode`` sees every collective the rank issues
-through torch's dispatcher: the ``c10d`` ops behind ``torch.distributed``'s API (what FSDP and FSDP2 call,
-their backward hooks included: the autograd engine carries the mode to its threads) and the functional
-collectives DTensor uses. ``CommDebugMode`` sees collectives the same way. Each one is kept as a line: the
-op under the name the user called (``harness.shared.collective_names``, the same on every backend), its
-tensors' dtypes and shapes, its reduce op or peer, and its group (a device mesh's dimension name, ``world``,
-or its ranks); a coalesced call is one block. Nothing in a line depends on addresses, times, or on what
-earlier tests did in a reused rank.
+Inside ``with record_collectives() as record:`` every collective the rank issues through torch's dispatcher is
+seen: the ``c10d`` ops behind ``torch.distributed``'s API (what FSDP, FSDP2 and DDP's reducer call, backward
+hooks included) and the functional collectives DTensor uses. Each one is kept as a line: the op under the
+name the user called (``harness.shared.collective_names``, the same on every backend), its tensors' dtypes and
+shapes, its reduce op or peer, and its group (a device mesh's dimension name, ``world``, or its ranks); a
+coalesced call is one block. Nothing in a line depends on addresses, times, or on what earlier tests did in a
+reused rank.
 
-Why a dispatch mode and not torch's flight recorder, which the harness already keeps on: the recorder names
-ops as the backend does (gloo's ``all_gather`` for an ``all_gather_into_tensor``; NCCL's names differ again),
-leaves out gloo's point-to-point calls, says nothing of a reduce op, and numbers calls per group from a
-sequence the earlier tests of a reused rank moved; the dispatcher sees the call the user made.
+How they are seen: a kernel at the ``BackendSelect`` dispatch key of each collective op (registered once per
+process, on the first record) runs the op and hands it to the open records. That key is part of every op's
+dispatch, with autograd on or off and in inference mode, and no collective op has a kernel there; other ops
+never reach it, so recording costs nothing outside the collectives. A ``TorchDispatchMode`` (how
+``CommDebugMode`` sees collectives) sees the same ops, but it is called for every op of the block, which
+doubled the CPU time of code made of small ops; it is still what records where the dispatcher's backend is not
+what answers (``LocalTensorMode`` and the ``fake`` backend of the local-tensor classes) and where a torch
+refuses the kernels. Torch's flight recorder, which the harness keeps on, was not used: it names ops as the
+backend does (gloo's ``all_gather`` for an ``all_gather_into_tensor``), leaves out gloo's point-to-point calls
+and every reduce op, and numbers calls per group from a sequence the earlier tests of a reused rank moved.
 
 Where a collective bypasses the dispatcher the record is told directly: a process group written in Python
 (the threaded classes' own) calls :func:`observe_process_group_call`. In the local-tensor classes the record
