@@ -159,6 +159,8 @@ class CollectiveRecord:
         # Where no LocalTensorMode can answer collectives above the dispatcher (a real backend), a kernel on each
         # collective op sees them at no cost to any other op; else a dispatch mode, which sees every op.
         simulated = self._local_ranks is not None or dist.get_backend() == "fake"
+        if self._local_ranks is None and simulated:  # the fake backend: one process stands for every rank
+            self._local_ranks = list(range(dist.get_world_size()))
         if not simulated and _install_kernels():
             self._mode = None
         else:
