@@ -11,6 +11,7 @@ from harness.errors import HarnessError, RankError, RankFailure, UsageError
 from harness.inprocess.local import LocalDTensorTestBase, create_local_tensor_test_class
 from harness.main import run_tests
 from harness.testing.subtests import run_subtests, skip_subtest
+from harness.testing.collectives import record_collectives
 from harness.classes.dynamo import (DistributedTestBase, DynamoDistributedMultiProcTestCase,
                                     DynamoDistributedSingleProcTestCase)
 from harness.testing.parametrize import decorateIf, instantiate_parametrized_tests, parametrize, subtest
@@ -41,6 +42,7 @@ __all__ = [
     "with_temp_dir",
     "skip_if_lt_x_gpu",
     "run_subtests",
+    "record_collectives",
     "skip_subtest",
     "check_sharded_parity",
     "run_tests",

@@ -36,7 +36,7 @@ from torch.distributed.fsdp.fully_sharded_data_parallel import ShardingStrategy
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from harness import FSDPTest, run_tests, skip_subtest
+from harness import FSDPTest, record_collectives, run_tests, skip_subtest
 try:
     from test_distributed.models import NEG_SLOPE
 except ModuleNotFoundError:  # run as a script (python test_distributed/test_x.py): its folder is sys.path[0]
@@ -355,6 +355,37 @@ class TestFSDPFineTune(FSDPTest):
                              {n for n, p in seq.named_parameters() if p.requires_grad})
 
     # ---- test_parity_with_non_frozen_fsdp ----------------------------------------------------------
+
+    def test_frozen_parameters_communication(self) -> None:
+        """One training step of the parity model (six Linears, 0, 2 and 4 frozen, each its own FSDP unit,
+        FULL_SHARD), its communication pinned: every unit is all-gathered in forward and again in backward, but
+        only the three trainable units are reduce-scattered; a frozen parameter's gradient is never
+        communicated. Not drawn: the trace depends on the world size and the model's sizes only, fixed here."""
+        seq = self._init_seq_module(0)
+        fsdp_seq = self._fsdp(seq, {nn.Linear}, sharding_strategy=ShardingStrategy.FULL_SHARD, use_orig_params=False)
+        optim = torch.optim.SGD([p for p in fsdp_seq.parameters() if p.requires_grad], lr=1e-2)
+        torch.manual_seed(1)
+        x = torch.randn(3, 5, device=self.device)
+        with record_collectives() as record:
+            fsdp_seq(x).sum().backward()
+            optim.step()
+        self.assertEqual(record.counts()["reduce_scatter_tensor"], self.NUM_LINEARS // 2)
+        self.assertCollectivesInline(record, """\
+all_gather(float32[15]) -> 2 x float32[15] on world
+all_gather(float32[15]) -> 2 x float32[15] on world
+all_gather(float32[15]) -> 2 x float32[15] on world
+all_gather(float32[15]) -> 2 x float32[15] on world
+all_gather(float32[15]) -> 2 x float32[15] on world
+all_gather(float32[15]) -> 2 x float32[15] on world
+all_gather(float32[15]) -> 2 x float32[15] on world
+all_gather(float32[15]) -> 2 x float32[15] on world
+reduce_scatter_tensor(float32[30], sum) -> float32[15] on world
+all_gather(float32[15]) -> 2 x float32[15] on world
+all_gather(float32[15]) -> 2 x float32[15] on world
+reduce_scatter_tensor(float32[30], sum) -> float32[15] on world
+all_gather(float32[15]) -> 2 x float32[15] on world
+reduce_scatter_tensor(float32[30], sum) -> float32[15] on world
+""")
 
     @given(seed=SEEDS)
     def test_parity_with_non_frozen_fsdp(self, seed: int) -> None:

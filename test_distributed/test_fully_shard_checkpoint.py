@@ -50,7 +50,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
-from harness import FSDPTest, run_tests, with_temp_dir
+from harness import FSDPTest, record_collectives, run_tests, with_temp_dir
 from harness.strategies import meshes, world_sizes
 try:
     from test_distributed.models import CompositeParamModel, TransformerWithSharedParams, UnitModule, zero_model
@@ -236,6 +236,32 @@ class TestModelCheckpointing(FSDPTest):
         self._save_load(seed, self._shard_submodules,
                         lambda sd: {k: (ws if k.startswith(("u1.", "u2.")) else None) for k in sd},
                         self._shard_root)
+
+    def test_training_step_communication(self) -> None:
+        """One training step of the model the checkpoints above save, ``fully_shard`` on each ``UnitModule`` and on
+        the root, its communication pinned: in forward an all-gather per FSDP group (the root's ``l`` and ``p``,
+        then ``u1``, ``u2``); in backward ``u2`` gathered again (resharded after forward), ``u1`` prefetched, one
+        reduce-scatter per group in reverse order, the root's last; nothing in the optimizer step. Not drawn:
+        the trace depends on the world size and the model's sizes only, which are fixed here."""
+        torch.manual_seed(0)
+        model = self._shard_root(CompositeParamModel(self.device))
+        optim = torch.optim.Adam(model.parameters(), lr=1e-2)
+        x = torch.randn(4, model.l.in_features, device=self.device)
+        with record_collectives() as record:
+            model(x).sum().backward()
+            optim.step()
+            optim.zero_grad()
+        self.assertEqual(record.counts()["reduce_scatter_tensor"], 3)
+        self.assertCollectivesInline(record, """\
+all_gather_into_tensor(float32[95]) -> float32[190] on world
+all_gather_into_tensor(float32[150]) -> float32[300] on world
+all_gather_into_tensor(float32[150]) -> float32[300] on world
+all_gather_into_tensor(float32[150]) -> float32[300] on world
+all_gather_into_tensor(float32[150]) -> float32[300] on world
+reduce_scatter_tensor(float32[300], avg) -> float32[150] on world
+reduce_scatter_tensor(float32[300], avg) -> float32[150] on world
+reduce_scatter_tensor(float32[190], avg) -> float32[95] on world
+""")
 
     @given(seed=SEEDS)
     def test_full_state_dict_save_load_mixed_sharding(self, seed: int) -> None:

@@ -12,7 +12,7 @@ class TestBadTests(FixtureTestCase):
 
     def test_exit_code(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
-        self.assertInReport("FAILED (errors=4)")
+        self.assertInReport("FAILED (errors=9)")
 
     def test_world_size_zero_is_an_error(self):
         text = self.r.section("ERROR: test_world_size_zero")
@@ -39,6 +39,36 @@ class TestBadTests(FixtureTestCase):
                          r"tests\.fixtures\.fx_rank_import\.TestImportedOnlyInParent\.test_anything \[rank [01]/2\] "
                          r"raised on cpu/gloo: RuntimeError: FIXTURE-RANK-IMPORT")
         self.assertIn('fx_rank_import.py", line 7, in <module>', text)
+
+    def test_record_without_a_process_group(self):
+        text = self.r.section("ERROR: test_record_without_group")
+        self.assertIn(f"UsageError: {MOD}.TestCRecordMisuse.test_record_without_group [rank 0]: record_collectives(): "
+                      "no process group is up in this rank", text)
+        self.assertIn("decorate the test with @with_comms", text)
+
+    def test_not_a_record(self):
+        text = self.r.section("ERROR: test_not_a_record")
+        self.assertIn(f"UsageError: {MOD}.TestCRecordMisuse.test_not_a_record [rank 0]: assertCollectivesInline(record, "
+                      "expect) takes the record that `with harness.record_collectives() as record:` gives; got list",
+                      text)
+
+    def test_assert_inside_the_block(self):
+        text = self.r.section("ERROR: test_assert_inside_the_block")
+        self.assertIn("assertCollectivesInline(record, ...) inside the record's own `with` block; call it after the "
+                      "block ends", text)
+
+    def test_record_of_another_rank(self):
+        text = self.r.section("ERROR: test_record_of_another_rank")
+        self.assertIn(f"UsageError: {MOD}.TestDRecordOfAnotherRank.test_record_of_another_rank [rank 1]: this "
+                      f"collective record was made by {MOD}.TestDRecordOfAnotherRank.test_record_of_another_rank "
+                      "[rank 0]", text)
+        self.assertIn("make the record inside the test body, on every rank", text)
+
+    def test_record_around_local_tensor_mode(self):
+        text = self.r.section("ERROR: test_record_outside_local_tensor_mode")
+        self.assertIn("UsageError: ", text)
+        self.assertIn("a LocalTensorMode was entered inside record_collectives(): it answers collectives itself", text)
+        self.assertIn("enter the record inside the LocalTensorMode", text)
 
     def test_nothing_left_behind(self):
         self.check_nothing_left()

@@ -109,6 +109,7 @@ class _ThreadGroup(dist.ProcessGroup):
 
     def _meet(self, name: str, data: Any, work: Any) -> Any:
         """Wait for every rank of the group in collective ``name``; the last one runs ``work(all data)``."""
+        _observe(self, name, data, work)
         world = self._harness_world
         seq = self._harness_seq
         self._harness_seq += 1
@@ -242,9 +243,28 @@ def _reduce(op: Any) -> Any:
            dist.ReduceOp.MAX: lambda s: s.amax(0)}
     for known, fn in ops.items():
         if op == known:
+            fn.harness_reduce_op = op  # type: ignore[attr-defined]  # what a collective record shows
             return fn
     raise CollectiveError(f"reduce op {op} is not supported by the thread ranks' group (use SUM, AVG, PRODUCT, "
                           "MIN or MAX)")
+
+
+def _observe(group: _ThreadGroup, name: str, data: Any, work: Any) -> None:
+    """Tell the collective records open in this thread (``harness.record_collectives``) of the call: this group's
+    collectives do not go through torch's dispatcher, where a record sees the others."""
+    from harness.testing.collectives import observe_process_group_call
+
+    first = work.args[0] if isinstance(work, functools.partial) and work.args else None
+    reduce_op = getattr(first, "harness_reduce_op", None)
+    root = first if isinstance(first, int) else None
+    if name in ("all_reduce", "broadcast", "reduce"):
+        inputs, outputs = data, []
+    elif name == "barrier":
+        inputs, outputs = [], []
+    else:  # (outputs, inputs, ...)
+        outputs, inputs = data[0], data[1]
+    observe_process_group_call(name, group, inputs, outputs, reduce_op=reduce_op, root=root,
+                               in_place=name in ("all_reduce", "broadcast", "reduce"))
 
 
 def _nothing(data: list[Any]) -> None:

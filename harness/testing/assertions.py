@@ -367,6 +367,48 @@ class TestCase(expecttest.TestCase):
             _ACCEPTED[where] = actual
         super().assertExpectedInline(actual, expect, skip=skip + 1)
 
+    def assertCollectivesInline(self, record: Any, expect: str, skip: int = 0) -> None:
+        """Every rank's collectives in ``record`` (``with harness.record_collectives() as record:``) must read as the
+        pinned text ``expect``: the lines all ranks share once, a ``rank N:`` / ``ranks A-B:`` block where they
+        differ. Call it on every rank, after the record's block. ``EXPECTTEST_ACCEPT=1`` writes the literal
+        (rank 0 alone); a mismatch fails on every rank with the first collective that differs, its ranks, and a
+        unified diff.
+
+        Example::
+
+            with record_collectives() as record:
+                dist.all_reduce(torch.ones(4))
+            self.assertCollectivesInline(record, \"\"\"\\
+            all_reduce(float32[4], sum) on world
+            \"\"\")
+        """
+        __tracebackhide__ = True
+        from harness.shared.errors import UsageError
+        from harness.testing import collective_trace, literals
+        from harness.testing.collectives import CollectiveRecord
+
+        rank = self.__dict__.get("rank", getattr(type(self), "rank", -1))
+        where = f"{self.id()}" + (f" [rank {rank}]" if isinstance(rank, int) and rank >= 0 else "")
+        if not isinstance(record, CollectiveRecord):
+            raise UsageError(f"{where}: assertCollectivesInline(record, expect) takes the record that `with "
+                             f"harness.record_collectives() as record:` gives; got {type(record).__name__} "
+                             f"{str(record)[:80]!r}")
+        if not isinstance(expect, str):
+            raise UsageError(f"{where}: assertCollectivesInline's expect is the pinned text, a string literal "
+                             f"(\"\"\"...\"\"\"; empty at first, EXPECTTEST_ACCEPT=1 fills it); got {type(expect).__name__}")
+        record._usable_in(self)
+        traces = record._traces(self)
+        actual = collective_trace.render(traces)
+        if os.environ.get("EXPECTTEST_ACCEPT"):
+            if record._rank == 0:  # one writer; every rank computed the same text
+                literals.accept(sys._getframe(1 + skip), "assertCollectivesInline", actual, expect, self.fail)
+            return
+        if actual != expect:
+            raise self.failureException(
+                f"{self.id()}: the collectives differ from the pinned trace; "
+                f"{collective_trace.mismatch(expect, actual, traces)}\n"
+                "To accept the recorded trace, re-run the test with EXPECTTEST_ACCEPT=1 (rank 0 rewrites the literal).")
+
 
 @contextlib.contextmanager
 def _warn_always() -> Iterator[None]:

@@ -1,0 +1,136 @@
+"""``EXPECTTEST_ACCEPT=1`` for an inline literal a rank process writes: found in the file as it is now.
+
+expecttest finds the literal to rewrite by the caller's line number, shifted by the edits *its own process*
+made to the file. Several processes of one run can edit one test file (rank 0 of a pool of 2 ranks and rank 0
+of a pool of 4, a runner's ``-j`` processes), and each one's line numbers go stale when another one edits
+above them. Here the call is found by what does not move when a literal is rewritten: the function it is in
+(its qualified name) and which call of that method it is within the function (counted in the function's
+bytecode, the same order as its source); the file is read, edited with expecttest's own
+``replace_string_literal`` and written under a lock.
+"""
+from __future__ import annotations
+
+import ast
+import dis
+import os
+from typing import Any
+
+__all__ = ["accept"]
+
+#: (file, line of the call as compiled) -> the value this process accepted there
+_ACCEPTED: dict[tuple[str, int], str] = {}
+
+
+def _ordinal(frame: Any, method: str) -> int:
+    """Which call of ``method`` in the frame's function the frame is executing (0 the first in the source)."""
+    count = -1
+    for ins in dis.get_instructions(frame.f_code):
+        if ins.offset > frame.f_lasti:
+            break
+        if ins.opname in ("LOAD_METHOD", "LOAD_ATTR") and ins.argval == method:
+            count += 1
+    return count
+
+
+def _function(tree: ast.AST, qualname: str, firstlineno: int) -> Any:
+    """The def with this qualified name (``Class.method``, ``f.<locals>.g``)."""
+    scope: list[Any] = [tree]
+    node: Any = None
+    for part in [p for p in qualname.split(".") if p != "<locals>"]:
+        found = [n for s in scope for n in getattr(s, "body", [])
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == part]
+        if not found:
+            return None
+        node = found[0]
+        scope = [node]
+    return node
+
+
+def _calls(function: Any, method: str) -> list[ast.Call]:
+    """The calls of ``self.<method>(...)`` in the function's own body (not in a nested def), in source order."""
+    found: list[ast.Call] = []
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method:
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _offset(lines: list[str], lineno: int, col: int) -> int:
+    """A character offset in the source from the AST's (line, UTF-8 byte column)."""
+    before = sum(len(line) for line in lines[:lineno - 1])
+    return before + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+
+
+def _literal(actual: str) -> str:
+    import expecttest
+
+    text, _ = expecttest.replace_string_literal('"""x"""', 1, 1, actual)
+    return text
+
+
+def _rewrite(path: str, qualname: str, ordinal: int, method: str, actual: str) -> int | None:
+    """Write ``actual`` as the literal of that call; its line (now), or None where the call cannot be found."""
+    import fcntl
+
+    import expecttest
+
+    with open(path, "r+", encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # another rank process of the run may be editing this file
+        try:
+            src = f.read()
+            tree = ast.parse(src)
+            function = _function(tree, qualname, 0)
+            calls = _calls(function, method) if function is not None else []
+            if not 0 <= ordinal < len(calls):
+                return None
+            call = calls[ordinal]
+            node = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "expect"),
+                                                                  None)
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                return None
+            lines = src.splitlines(keepends=True)
+            start = _offset(lines, node.lineno, node.col_offset)
+            end = _offset(lines, node.end_lineno, node.end_col_offset)
+            old = src[start:end]
+            new, _ = expecttest.replace_string_literal(old, 1, old.count("\n") + 1, actual)
+            if new == old:  # not a triple-quoted literal (an empty "" one): write one
+                new = _literal(actual)
+            f.seek(0)
+            f.truncate(0)
+            f.write(src[:start] + new + src[end:])
+            return node.lineno
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def accept(frame: Any, method: str, actual: str, expect: str, fail: Any) -> None:
+    """Under ``EXPECTTEST_ACCEPT``: make the literal of the call of ``method`` that ``frame`` executes say ``actual``.
+
+    The same call again in this process (a loop, the next hypothesis example, the next test of a reused rank)
+    must give the same value: ``fail(message)`` otherwise.
+    """
+    path = frame.f_code.co_filename
+    where = (path, frame.f_lineno)
+    if where in _ACCEPTED:
+        if _ACCEPTED[where] != actual:
+            fail(f"one {method} call at {path}:{frame.f_lineno}, different values in one accepting run:\n"
+                 f"{_ACCEPTED[where]}\n---\n{actual}")
+        return
+    _ACCEPTED[where] = actual
+    if actual == expect:
+        return
+    qualname = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+    line = None
+    if os.path.isfile(path):
+        line = _rewrite(path, qualname, _ordinal(frame, method), method, actual)
+    if line is None:  # not found by name: expecttest's own way, by line number
+        import expecttest
+
+        expecttest.assert_expected_inline(actual, expect, pos=expecttest.PositionInfo(path, frame.f_lineno))
+        return
+    print(f"Accepting new output at {path}:{line}", flush=True)

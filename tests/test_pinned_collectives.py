@@ -1,0 +1,128 @@
+"""Collectives pinned inline: an accepting run writes fx_pinned's literals, later runs pass without touching
+the file, and a change of communication fails with a diff that names the collective.
+
+The fixture is copied to a temporary folder with every ``assertCollectivesInline`` literal emptied; one run with
+``EXPECTTEST_ACCEPT=1`` must write them back exactly as the committed fixture has them (so the traces are
+deterministic: a fresh pool, other processes than the ones that first accepted them).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import unittest
+
+from tests._support import FIXTURES, REPO, base_env, nightly, run_fixture
+
+FIXTURE = os.path.join(FIXTURES, "fx_pinned.py")
+#: an assertCollectivesInline call's pinned literal
+LITERAL = re.compile(r'(assertCollectivesInline\(record, )("""(?:\\\n)?.*?""")', re.S)
+
+
+def literals(text: str) -> list[str]:
+    return [m.group(2) for m in LITERAL.finditer(text)]
+
+
+def emptied(text: str) -> str:
+    return LITERAL.sub(lambda m: m.group(1) + '""""""', text)
+
+
+def digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+class _Copies(unittest.TestCase):
+    """A temporary folder with the fixture under two names: ``fx_pinned_copy`` (literals emptied, then accepted) and
+    ``fx_pinned_flipped`` (the committed literals, reshard_after_forward flipped)."""
+
+    maxDiff = None
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        with open(FIXTURE) as f:
+            cls.original = f.read()
+        cls.folder = tempfile.mkdtemp(prefix="pinned-")
+        cls.copy = os.path.join(cls.folder, "fx_pinned_copy.py")
+        cls.flipped = os.path.join(cls.folder, "fx_pinned_flipped.py")
+        with open(cls.copy, "w") as f:
+            f.write(emptied(cls.original))
+        flipped = cls.original.replace("RESHARD_AFTER_FORWARD = True", "RESHARD_AFTER_FORWARD = False")
+        assert flipped != cls.original
+        with open(cls.flipped, "w") as f:
+            f.write(flipped)
+        cls.env = base_env(PYTHONPATH=os.pathsep.join([cls.folder, REPO]))
+        cls.accepted = run_fixture([cls.copy], {**cls.env, "EXPECTTEST_ACCEPT": "1"}, runner="harness")
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        shutil.rmtree(cls.folder, ignore_errors=True)
+        super().tearDownClass()
+
+
+class TestAcceptThenPin(_Copies):
+    """Accept once (the runner), then the runner: the pinned copy passes untouched, the flipped one fails."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.before = digest(cls.copy)
+        # one runner process, one pool: both modules (world size 2) share its ranks
+        cls.checked = run_fixture([cls.copy, cls.flipped, "-v", "--no-triage"], cls.env, runner="harness")
+
+    def test_accept_writes_every_literal_as_committed(self) -> None:
+        self.assertEqual(self.accepted.returncode, 0, self.accepted.describe())
+        with open(self.copy) as f:
+            written = literals(f.read())
+        self.assertEqual(written, literals(self.original))
+        self.assertEqual(len(written), 4)
+        fsdp2, differ = written[0], written[1]
+        self.assertIn("all_gather_into_tensor(", fsdp2)
+        self.assertIn("reduce_scatter_tensor(", fsdp2)
+        self.assertRegex(differ, r"\nrank 0:\n  send\(float32\[4\], to=1\) on world\nrank 1:\n  recv\(from=0\)")
+
+    def test_pinned_copy_passes_without_touching_the_file(self) -> None:
+        self.assertEqual(digest(self.copy), self.before)
+        for test in ("TestPinned.test_fsdp2_step", "TestPinned.test_ranks_differ", "TestPinnedThreads.test_threads",
+                     "TestPinnedLocal.test_local"):
+            self.assertRegex(self.checked.output, rf"\] PASS +fx_pinned_copy\.{test} ")
+        self.assertNotIn("FAIL: test_fsdp2_step (fx_pinned_copy", self.checked.output)
+        self.assertNotIn("Accepting new output", self.checked.output)
+
+    def test_flipped_reshard_after_forward_fails_naming_an_all_gather(self) -> None:
+        self.assertEqual(self.checked.returncode, 1, self.checked.describe())
+        out = self.checked.output
+        self.assertIn("fx_pinned_flipped.TestPinned.test_fsdp2_step: the collectives differ from the pinned trace; "
+                      "first difference: #4 on ranks 0-1: recorded `reduce_scatter_tensor(", out)
+        self.assertIn("pinned `all_gather_into_tensor(float32[18]) -> float32[36] on world`", out)
+        self.assertRegex(out, r"\n\s*-all_gather_into_tensor\(float32\[\d+\]\) -> float32\[\d+\] on world\n")
+        self.assertIn("re-run the test with EXPECTTEST_ACCEPT=1", out)
+        # the other tests of the flipped module pass: only the FSDP2 step's communication changed
+        self.assertRegex(out, r"1 failed")
+
+    def test_nothing_left_behind(self) -> None:
+        for run in (self.accepted, self.checked):
+            self.assertEqual(run.leftover_processes, {}, "processes of the run still alive after it ended")
+            self.assertEqual(run.leftover_temp, [], "harness temp dirs left in the run's TMPDIR")
+
+
+@nightly("the runner's run of the pinned copy checks the same literals in CI")
+class TestPinnedUnderPytestAndUnittest(_Copies):
+    """The accepted copy passes under pytest and plain unittest too, run after run, the file untouched."""
+
+    def test_pytest_and_unittest_pass_without_touching_the_file(self) -> None:
+        self.assertEqual(self.accepted.returncode, 0, self.accepted.describe())
+        before = digest(self.copy)
+        for args, runner in (([self.copy, "-q", "-p", "no:cacheprovider"], "pytest"),
+                             (["fx_pinned_copy", "-v"], "unittest"), (["fx_pinned_copy", "-v"], "unittest")):
+            run = run_fixture(args, self.env, runner=runner)
+            self.assertEqual(run.returncode, 0, run.describe())
+            self.assertEqual(digest(self.copy), before, f"{runner} rewrote the pinned file")
+            self.assertEqual(run.leftover_processes, {})
+
+
+if __name__ == "__main__":
+    unittest.main()
