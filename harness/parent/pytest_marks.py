@@ -38,7 +38,7 @@ from harness.shared import pytest_outcomes
 from harness.shared.status import Status
 from harness.testing.parametrize import PARAMS_ATTR
 
-__all__ = ["honoured", "available", "Decision", "Xfail", "decide", "marks_of"]
+__all__ = ["honoured", "available", "Decision", "Xfail", "decide", "marks_of", "xfail_of_rank_failure"]
 
 # Frames of this module are hidden from unittest's tracebacks.
 __unittest = True
@@ -460,6 +460,24 @@ def _raises_match(exc: BaseException, raises: Any) -> bool:
     return isinstance(exc, types)
 
 
+def xfail_of_rank_failure(marks: list[Any], namespace: dict[str, Any], error: BaseException) -> str | None:
+    """Under pytest: the reason of the xfail among ``marks`` whose ``raises=`` names the class of the exception a
+    rank raised (``error``: the RankFailure or RankError the parent raised for it), else None. pytest matches
+    ``raises=`` against the parent's exception, which is never the rank's class (the pytest plugin asks this).
+
+    Example::
+
+        xfail_of_rank_failure(list(item.iter_markers("xfail")), namespace, error)   # 'gloo lacks it'
+    """
+    try:
+        found = _xfail(marks, lambda: namespace, None)
+    except _Unevaluable:
+        return None
+    if found is None or found.raises is None or not getattr(error, "exc_types", None):
+        return None
+    return found.reason if _raises_match(error, found.raises) else None
+
+
 def _xfailed(reason: str, cause: BaseException | None = None) -> BaseException:
     import pytest
 
@@ -559,10 +577,13 @@ def _run(test: unittest.TestCase, original: Callable[..., Any], result: Any = No
     saved = test.__dict__.get(name, missing)
     if decision.skip is not None:
         test.__dict__[name] = _skip_stub(getattr(test, name), decision.skip)
+    if decision.xfail is not None:
+        test._harness_xfail = True  # type: ignore[attr-defined]  # its failure is expected: triage leaves it alone
     try:
         return original(outcomes)
     finally:
         outcomes._running = False
+        test.__dict__.pop("_harness_xfail", None)
         if decision.skip is not None:
             if saved is missing:
                 test.__dict__.pop(name, None)
@@ -610,7 +631,7 @@ def honoured(tests: Any) -> Iterator[None]:
     seen: set[type] = set()
     try:
         for test in _tests(tests):
-            if type(test).__name__ == "_FailedTest" or "run" in test.__dict__:
+            if type(test).__name__ in ("_FailedTest", "ModuleSkipped") or "run" in test.__dict__:
                 continue
             cls = type(test)
             if cls not in seen:
