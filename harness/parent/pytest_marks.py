@@ -512,10 +512,10 @@ class _Outcomes:
             self._result.addSkip(test, found[1])
         elif found is not None and found[0] == Status.XFAIL:
             self._result.addExpectedFailure(test, err)
+        elif self._xfail is not None and _raises_match(exc, self._xfail.raises):  # pytest.fail() too, as pytest
+            self._result.addExpectedFailure(test, _exc_info(_xfailed(self._xfail.reason, exc)))
         elif found is not None:  # pytest.fail(): a failure, not an error
             self._result.addFailure(test, err)
-        elif self._xfail is not None and _raises_match(exc, self._xfail.raises):
-            self._result.addExpectedFailure(test, _exc_info(_xfailed(self._xfail.reason, exc)))
         else:
             add(test, err)
 
