@@ -12,6 +12,7 @@ import sys
 import unittest
 from typing import Any
 
+from harness.shared.errors import StrictXPass
 from harness.shared.status import Status
 
 __all__ = ["outcome", "is_skip", "skip_reason", "StrictXPass", "raise_xfail", "xfail_reason"]
@@ -58,18 +59,6 @@ def skip_reason(exc: BaseException) -> str:
     """The reason of a skip exception of either kind (:func:`is_skip`)."""
     found = outcome(exc)
     return found[1] if found is not None else str(exc)
-
-
-class StrictXPass(AssertionError):
-    """A test under ``@pytest.mark.xfail(strict=True)`` that passed: a failure, as pytest's
-    ``[XPASS(strict)] reason``; the runner reports it as an unexpected success (XPASS)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"[XPASS(strict)] {reason}")
-        self.reason = reason
-
-
-StrictXPass.__module__ = "harness.errors"
 
 
 def raise_xfail(reason: str) -> None:

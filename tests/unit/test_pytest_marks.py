@@ -4,6 +4,7 @@ A small project is written to a temporary folder (a test module, its pyproject.t
 tests collected as the runner collects them and run through the runner's own result object; each test's outcome
 and reason is what pytest gives it (tests/test_pytest_marks.py holds the distributed classes to pytest itself).
 """
+import importlib.util
 import io
 import os
 import shutil
@@ -12,8 +13,6 @@ import tempfile
 import textwrap
 import unittest
 from pathlib import Path
-
-import pytest
 
 from harness.parent.pytest_marks import honoured
 from harness.runner.console import Console
@@ -117,6 +116,10 @@ class TestFixtureOfItsClass(unittest.TestCase):
 '''
 
 
+NO_PYTEST = importlib.util.find_spec("pytest") is None
+
+
+@unittest.skipIf(NO_PYTEST, "needs pytest installed (pip install -e '.[test]')")
 class TestMarksOnPlainTests(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
@@ -194,6 +197,7 @@ class TestMarksOnPlainTests(unittest.TestCase):
             self.assertNotIn("__unittest_skip__", type(test).__dict__)
 
 
+@unittest.skipIf(NO_PYTEST, "needs pytest installed (pip install -e '.[test]')")
 class TestImportorskipOfAFile(unittest.TestCase):
     def test_a_file_that_skips_itself_is_one_skipped_entry(self):
         folder = Path(tempfile.mkdtemp(prefix="distharness-marks-unit-"))
