@@ -6,6 +6,9 @@ marks on a method, a class (whose ``setUpClass`` does not run) and a module's ``
 ``raises=`` matched against the class a rank raised, ``run=False``), ``pytest.skip``/``xfail``/``fail`` in a rank's
 body (one rank skipping), ``pytest.importorskip`` at a module's top. The tests that need pytest's fixtures are the
 one difference, by design: outside pytest they are skips that say so and name the command that runs them.
+
+Every front end is held to one table, pytest's verdicts: CI runs the fixture once, under the runner; the nightly
+tier under pytest (which checks the table itself), ``run_tests.py`` and ``run_tests()``.
 """
 import ast
 import os
@@ -156,6 +159,7 @@ class TestUnderRunTestsPy(_Runner, FixtureTestCase):
     RUNNER = "run_tests"
 
 
+@nightly("the same verdicts under the runner (TestUnderTheRunner) and held to pytest's in tests/unit/test_pytest_marks.py")
 class TestUnderPytest(_Checks, FixtureTestCase):
     """``python -m pytest tests/fixtures/pytest_style``: pytest itself, the reference every front end is held to (and
     the plugin's part: an xfail mark's ``raises=`` matched against the class a rank raised)."""

@@ -14,7 +14,8 @@ import textwrap
 import unittest
 from pathlib import Path
 
-from harness.parent.pytest_marks import honoured
+from harness.errors import RankError
+from harness.parent.pytest_marks import honoured, xfail_of_rank_failure
 from harness.runner.console import Console
 from harness.runner.results import RunnerResult
 from harness.runner.selection import load_target
@@ -195,6 +196,33 @@ class TestMarksOnPlainTests(unittest.TestCase):
         for test in self.tests:
             self.assertNotIn("run", test.__dict__)
             self.assertNotIn("__unittest_skip__", type(test).__dict__)
+
+
+@unittest.skipIf(NO_PYTEST, "needs pytest installed (pip install -e '.[test]')")
+class TestRanksExceptionUnderPytest(unittest.TestCase):
+    """The pytest plugin's part: an xfail mark's ``raises=`` matched against the class a rank raised, which
+    pytest's own check never sees (it gets the parent's RankError)."""
+
+    def error(self, *names: str) -> RankError:
+        error = RankError("m.T.t [rank 1/2] raised on cpu/gloo: RuntimeError: not supported")
+        error.exc_types = names
+        return error
+
+    def test_the_rank_exceptions_class_or_a_base_matches(self):
+        import pytest
+
+        marks = [pytest.mark.xfail(raises=RuntimeError, reason="gloo lacks it").mark]
+        raised = self.error("builtins.NotImplementedError", "builtins.RuntimeError", "builtins.Exception")
+        self.assertEqual(xfail_of_rank_failure(marks, {}, raised), "gloo lacks it")
+        self.assertIsNone(xfail_of_rank_failure(marks, {}, self.error("builtins.ValueError", "builtins.Exception")))
+
+    def test_a_condition_that_does_not_hold_or_no_raises_leaves_it_to_pytest(self):
+        import pytest
+
+        raised = self.error("builtins.RuntimeError", "builtins.Exception")
+        off = [pytest.mark.xfail("sys.platform == 'nowhere'", raises=RuntimeError, reason="r").mark]
+        self.assertIsNone(xfail_of_rank_failure(off, {"sys": sys}, raised))
+        self.assertIsNone(xfail_of_rank_failure([pytest.mark.xfail(reason="any").mark], {}, raised))
 
 
 @unittest.skipIf(NO_PYTEST, "needs pytest installed (pip install -e '.[test]')")
