@@ -26,7 +26,12 @@ def test_file(test: unittest.TestCase) -> Path | None:
     """The file that defines ``test``'s class's module (None: it has none)."""
     module = sys.modules.get(type(test).__module__)
     path = getattr(module, "__file__", None)
-    return Path(path).resolve() if path else None
+    return _resolved(path) if path else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _resolved(path: str) -> Path:
+    return Path(path).resolve()
 
 
 @functools.lru_cache(maxsize=256)
@@ -107,6 +112,23 @@ def _autouse_cached(path: str, mtime: float, qualname: str | None) -> tuple[str,
 _NOT_A_PROJECT = ("builtins", "unittest", "harness", "torch", "expecttest", "hypothesis", "abc", "typing")
 
 
+@functools.lru_cache(maxsize=1024)
+def _autouse_needs(cls: type, path: Path, stamp: float) -> tuple[str, ...]:  # noqa: ARG001 - stamp: the cache's key
+    """The autouse fixtures every test of ``cls`` (defined in ``path``) gets: its classes', its module's, and those
+    of the ``conftest.py`` files pytest would load for it; one answer per class while its file is unchanged."""
+    needs: list[str] = []
+    for klass in cls.__mro__:
+        if klass.__module__.split(".")[0] in _NOT_A_PROJECT:
+            continue
+        file = getattr(sys.modules.get(klass.__module__), "__file__", None)
+        if file:
+            needs += [f"{name} (autouse, class {klass.__name__})" for name in _file_autouse(Path(file), klass.__qualname__)]
+    needs += [f"{name} (autouse, module)" for name in _file_autouse(path)]
+    for conftest in _conftests(path.parent):
+        needs += [f"{name} (autouse, {_shown(conftest)})" for name in _file_autouse(conftest)]
+    return tuple(needs)
+
+
 def _shown(path: Path) -> str:
     try:
         return os.path.relpath(path)
@@ -138,16 +160,12 @@ def needs_fixtures(test: unittest.TestCase, marks: list[Any], path: Path | None)
     needs += [f"{name} (argument)" for name in arguments]
     for mark in (m for m in marks if m.name == "usefixtures"):
         needs += [f"{name} (usefixtures)" for name in mark.args if isinstance(name, str)]
-    for klass in type(test).__mro__:
-        if klass.__module__.split(".")[0] in _NOT_A_PROJECT:
-            continue
-        file = getattr(sys.modules.get(klass.__module__), "__file__", None)
-        if file:
-            needs += [f"{name} (autouse, class {klass.__name__})" for name in _file_autouse(Path(file), klass.__qualname__)]
     if path is not None:
-        needs += [f"{name} (autouse, module)" for name in _file_autouse(path)]
-        for conftest in _conftests(path.parent):
-            needs += [f"{name} (autouse, {_shown(conftest)})" for name in _file_autouse(conftest)]
+        try:
+            stamp = path.stat().st_mtime
+        except OSError:
+            stamp = 0.0
+        needs += _autouse_needs(type(test), path, stamp)
     if not needs:
         return None
     node = f"{_shown(path)}::{type(test).__qualname__.replace('.', '::')}::{test._testMethodName}" if path else test.id()
