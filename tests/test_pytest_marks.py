@@ -199,7 +199,7 @@ class TestUnderPytest(_Checks, FixtureTestCase):
         return found
 
 
-@nightly("the same fixture's verdicts under the runner and pytest (TestUnderTheRunner, TestUnderPytest)")
+@nightly("the same fixture's verdicts under the runner (TestUnderTheRunner), held to the same table")
 class TestUnderRunTests(_Checks, FixtureTestCase):
     """``python -m tests.fixtures.pytest_style.fx_marks -v``: the module's own ``run_tests()``."""
 
