@@ -159,7 +159,7 @@ class TestUnderRunTestsPy(_Runner, FixtureTestCase):
     RUNNER = "run_tests"
 
 
-@nightly("the same verdicts under the runner (TestUnderTheRunner) and held to pytest's in tests/unit/test_pytest_marks.py")
+@nightly("the runner is held to the same table by TestUnderTheRunner; the plugin's raises= check is in tests/unit/test_pytest_marks.py")
 class TestUnderPytest(_Checks, FixtureTestCase):
     """``python -m pytest tests/fixtures/pytest_style``: pytest itself, the reference every front end is held to (and
     the plugin's part: an xfail mark's ``raises=`` matched against the class a rank raised)."""
