@@ -1,5 +1,5 @@
-"""The harness's exceptions, public: ``HarnessError`` (the root), ``UsageError``, ``RankFailure``, ``RankError``, and ``NoTerminal`` (a breakpoint
-in a rank with no terminal to open its prompt in).
+"""The harness's exceptions, public: ``HarnessError`` (the root), ``UsageError``, ``RankFailure``, ``RankError``, ``NoTerminal`` (a breakpoint
+in a rank with no terminal to open its prompt in), and ``StrictXPass`` (a strict pytest xfail that passed, outside pytest).
 
 Example::
 
@@ -7,6 +7,6 @@ Example::
 """
 from __future__ import annotations
 
-from harness.shared.errors import HarnessError, NoTerminal, RankAbort, RankError, RankFailure, UsageError
+from harness.shared.errors import HarnessError, NoTerminal, RankAbort, RankError, RankFailure, StrictXPass, UsageError
 
-__all__ = ["HarnessError", "UsageError", "RankFailure", "RankError", "RankAbort", "NoTerminal"]
+__all__ = ["HarnessError", "UsageError", "RankFailure", "RankError", "RankAbort", "NoTerminal", "StrictXPass"]

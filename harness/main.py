@@ -32,6 +32,12 @@ def run_tests(argv: list[str] | None = None) -> None:
         def _makeResult(self) -> unittest.TextTestResult:
             return run.attach(super()._makeResult())
 
+        def run(self, test: Any) -> unittest.TestResult:
+            from harness.parent.pytest_marks import honoured
+
+            with honoured(test):  # pytest's marks and outcomes, where pytest is importable
+                return super().run(test)
+
     try:
         if launcher.launched():
             from harness.torchrun.job import main_module_entry

@@ -19,6 +19,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import platform
+import sys
 import unittest
 from typing import Any, Generator
 
@@ -151,6 +153,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if rep.failed and isinstance(error, (RankFailure, RankError)) and item.config.option.tbstyle in ("auto", "long",
                                                                                                    "short"):
         rep.longrepr = _rank_report(item, error)
+    if rep.failed and call.when == "call" and isinstance(error, (RankFailure, RankError)):
+        reason = _rank_xfail(item, error)
+        if reason is not None:  # the rank raised the class an xfail mark's raises= names: xfailed, as pytest says
+            rep.outcome = "skipped"
+            rep.wasxfail = reason
     if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
         instance = _instance(item)
         if instance is not None:  # a test the harness did not run itself, skipped for want of a GPU or NCCL
@@ -167,6 +174,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if rep.failed and rec.picture is not None:
             _html_extra(item, rep, rec.picture)
     return rep
+
+
+def _rank_xfail(item: pytest.Item, error: BaseException) -> str | None:
+    """The reason of an xfail mark whose ``raises=`` the rank's exception matches (pytest's own check sees only the
+    parent's RankFailure or RankError); None when there is none, or under ``--runxfail``."""
+    if item.config.getoption("runxfail", False) or not getattr(error, "exc_types", None):
+        return None
+    from harness.parent.pytest_marks import xfail_of_rank_failure
+
+    namespace = {"os": os, "sys": sys, "platform": platform, "config": item.config,
+                 **getattr(getattr(item, "obj", None), "__globals__", {})}
+    return xfail_of_rank_failure(list(item.iter_markers(name="xfail")), namespace, error)
 
 
 def _html_extra(item: pytest.Item, rep: pytest.TestReport, picture: Any) -> None:

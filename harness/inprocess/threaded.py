@@ -25,7 +25,9 @@ import unittest
 from typing import Any
 
 from harness.shared.errors import UsageError
-from harness.shared.outcome import ERROR, FAILED, PASSED, SKIPPED, TIMEOUT, RankResult, capture_exception
+from harness.shared import pytest_outcomes
+from harness.shared.outcome import (ERROR, FAILED, PASSED, SKIPPED, TIMEOUT, XFAIL, RankResult, capture_exception,
+                                    type_names)
 from harness.parent.run import Run, run_for
 
 __all__ = ["THREADS", "run_threaded", "spawn_threads", "spawn_threads_and_init_comms", "threads_reason"]
@@ -166,7 +168,7 @@ def _thread_rank(test: Any, method: Any, rank: int, world_size: int, store: Any,
             mine.perThreadTearDown()
     except BaseException as exc:  # every outcome of a thread is data, as a rank's is
         result = _result_of(rank, exc)
-        if result.status not in (SKIPPED, TIMEOUT):  # a rank that timed out: its peers time out on their own
+        if result.status not in (SKIPPED, XFAIL, TIMEOUT):  # a rank that timed out: its peers time out on their own
             world.abort(f"rank {rank} failed: {type(exc).__name__}")
     finally:
         _drop_thread_modes()
@@ -202,12 +204,18 @@ def _drop_thread_modes() -> None:
 def _result_of(rank: int, exc: BaseException) -> RankResult:
     if isinstance(exc, unittest.SkipTest):
         return RankResult(rank, SKIPPED, message=str(exc))
+    pytest_outcome = pytest_outcomes.outcome(exc)  # pytest.skip() / xfail() / fail() in the thread rank
+    if pytest_outcome is not None and pytest_outcome[0] in (SKIPPED, XFAIL):
+        return RankResult(rank, pytest_outcome[0], message=pytest_outcome[1])
     from harness.inprocess.threaded_pg import CollectiveTimeout
 
     kind, message, text = capture_exception(exc)
+    if pytest_outcome is not None:
+        return RankResult(rank, FAILED, kind, message, text, exc_types=type_names(exc))
     if isinstance(exc, CollectiveTimeout):  # a hang in a collective, ordered as one (a rank stuck elsewhere first)
         return RankResult(rank, TIMEOUT, kind, message, text, stack=text)
-    return RankResult(rank, FAILED if isinstance(exc, AssertionError) else ERROR, kind, message, text)
+    return RankResult(rank, FAILED if isinstance(exc, AssertionError) else ERROR, kind, message, text,
+                      exc_types=type_names(exc))
 
 
 def join_threads(test: Any) -> None:
@@ -411,7 +419,7 @@ def _run_thread_ranks(body: Any, world_size: int, limit: float, test_id: str) ->
             outcomes[rank] = None
         except BaseException as exc:  # every rank's outcome is data; the first failure is raised in the test
             outcomes[rank] = exc
-            if not isinstance(exc, unittest.SkipTest):
+            if not pytest_outcomes.is_skip(exc):
                 world.abort(f"rank {rank} failed: {type(exc).__name__}")
         finally:
             _drop_thread_modes()
@@ -444,7 +452,7 @@ def _raise_first(outcomes: dict[int, BaseException | None], world_size: int, tes
     """Raise the failure of the lowest failing rank, one a peer's failure did not cause if there is one."""
     from harness.inprocess.threaded_pg import CollectiveError
 
-    failures = {rank: exc for rank, exc in outcomes.items() if exc is not None and not isinstance(exc, unittest.SkipTest)}
+    failures = {rank: exc for rank, exc in outcomes.items() if exc is not None and not pytest_outcomes.is_skip(exc)}
     if failures:
         own = {rank: exc for rank, exc in failures.items() if not isinstance(exc, CollectiveError)}
         rank, exc = min((own or failures).items())
@@ -452,6 +460,6 @@ def _raise_first(outcomes: dict[int, BaseException | None], world_size: int, tes
         exc.add_note(f"{test_id}: thread rank {rank} of {world_size} (spawn_threads_and_init_comms)"
                      + (f"; rank(s) {others} failed too" if others else ""))
         raise exc
-    skips = [exc for exc in outcomes.values() if isinstance(exc, unittest.SkipTest)]
+    skips = [exc for exc in outcomes.values() if pytest_outcomes.is_skip(exc)]
     if len(skips) == world_size:
         raise skips[0]

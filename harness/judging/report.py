@@ -14,7 +14,8 @@ from typing import Any
 from harness.judging import report_text
 from harness.shared.errors import RankAbort, RankError, RankFailure
 from harness.judging.notes import Notes
-from harness.shared.outcome import ERROR, FAILED, SKIPPED
+from harness.shared import pytest_outcomes
+from harness.shared.outcome import ERROR, FAILED, SKIPPED, XFAIL
 from harness.judging.verdict import NEEDS_CUDA, NEEDS_NCCL, SubtestVerdict, Verdict
 
 __all__ = ["report", "report_subtests", "count_skip", "print_rank_output"]
@@ -36,8 +37,11 @@ def report(test: unittest.TestCase, verdict: Verdict, notes: Notes) -> None:
     if verdict.status == SKIPPED:
         count_skip(notes, verdict.test_id, verdict)
         raise unittest.SkipTest(verdict.reason)
+    if verdict.status == XFAIL:  # a rank called pytest.xfail(): pytest's own outcome, which every front end reads
+        pytest_outcomes.raise_xfail(verdict.reason)
     if verdict.status in (FAILED, ERROR):
         error = RankFailure(verdict.text) if verdict.status == FAILED else RankError(verdict.text)
+        error.exc_types = verdict.root_types  # the root cause's exception classes: an xfail mark's raises= reads them
         if verdict.abort:
             raise RankAbort(error)  # do not let hypothesis re-run a hang or crash to shrink it
         raise error

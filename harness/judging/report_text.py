@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.shared.outcome import BAD, CRASHED, ERROR, FAILED, KILLED, SKIPPED, TIMEOUT, RankResult, describe_exit
 
-__all__ = ["rank_tag", "prefixed", "detail", "failure", "blamed", "skipped_while_waiting", "partly_skipped",
+__all__ = ["rank_tag", "prefixed", "detail", "failure", "blamed", "skipped_while_waiting", "partly_skipped", "xfailed",
            "subtest_failure", "example_note", "replay_text", "replay_command", "gpu_note", "altered_failure", "rank_outputs"]
 
 #: how the report says what the root cause's rank did
@@ -114,6 +114,19 @@ def partly_skipped(skipped: list[RankResult], passed: list[RankResult]) -> str:
     """The skip reason of a test that some ranks skipped and the others passed."""
     return (f"skipped on rank {', '.join(str(r.rank) for r in skipped)} ({skipped[0].message}) but ran and passed "
             f"on rank {', '.join(str(r.rank) for r in passed)}: only part of the world ran this test")
+
+
+def xfailed(xfails: list[RankResult], skipped: list[RankResult], passed: list[RankResult], world_size: int) -> str:
+    """The reason of a test that some ranks ended with ``pytest.xfail()`` (none failed): the one reason when every
+    rank gave it, else which rank gave which, and what the others did."""
+    reasons = sorted({r.message for r in xfails})
+    if len(xfails) == world_size and len(reasons) == 1:
+        return reasons[0]
+    parts = [f"xfailed on rank {r.rank} ({r.message})" for r in xfails]
+    parts += [f"skipped on rank {r.rank} ({r.message})" for r in skipped]
+    if passed:
+        parts.append(f"passed on rank {', '.join(str(r.rank) for r in passed)}")
+    return "; ".join(parts)
 
 
 def subtest_failure(test_id: str, world_size: int, placement: str, label: str, root: RankResult,

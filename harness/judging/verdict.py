@@ -17,7 +17,7 @@ from typing import Any
 from harness.judging import analysis
 from harness.judging import report_text
 from harness.judging.fallback import gpu_skip, needs_cuda, needs_nccl, test_line, tried_on_cpu, upstream_skip
-from harness.shared.outcome import (BAD, CRASHED, ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult,
+from harness.shared.outcome import (BAD, CRASHED, ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, XFAIL, RankResult,
                              order_by_cause)
 from harness.shared.placement import Placement
 
@@ -98,11 +98,13 @@ class Verdict:
     """
 
     test_id: str
-    status: str  # PASSED, FAILED, ERROR or SKIPPED
+    status: str  # PASSED, FAILED, ERROR, SKIPPED or XFAIL (a rank called pytest.xfail(), none failed)
     lines: list[str] = dataclasses.field(default_factory=list)
     root_rank: int | None = None
     skip: str = ""  # a skip's kind (OWN, UPSTREAM, NEEDS_CUDA, NEEDS_NCCL, PLACEMENT)
-    reason: str = ""  # a skip's reason
+    reason: str = ""  # a skip's or an xfail's reason
+    #: a failure's root exception: its class and bases, ``module.qualname`` each (an xfail mark's ``raises=``)
+    root_types: tuple[str, ...] = ()
     gpu: bool = False  # a skip that means "needs a GPU or NCCL": the run's needs-CUDA line counts it
     subtests: list[SubtestVerdict] = dataclasses.field(default_factory=list)
     #: the subtests are reported one by one (False under a hypothesis example: their failures are in ``lines``)
@@ -191,6 +193,8 @@ def judge(results: list[RankResult], facts: Facts, example: dict[str, Any] | Non
         return dataclasses.replace(passed, status=ERROR, lines=["\n\n".join(sub_failures), *suffix], abort=True)
     if merged.status == SKIPPED:
         return _as_skip(passed, merged.text, OWN)
+    if merged.status == XFAIL:
+        return dataclasses.replace(passed, status=XFAIL, lines=merged.lines, reason=merged.text)
     if merged.status in (FAILED, ERROR) and merged.root_rank is not None:
         why = _upstream_skip(results)
         if why:
@@ -207,8 +211,9 @@ def judge(results: list[RankResult], facts: Facts, example: dict[str, Any] | Non
         # the peer grace, because the root cause failed while they waited for it in a collective, are: that is
         # how most distributed failures end, and each try costs at most the grace.
         abort = not individually and any(r.status in (CRASHED, TIMEOUT) for r in results)
+        root_types = next((r.exc_types for r in results if r.rank == merged.root_rank), ())
         return dataclasses.replace(passed, status=merged.status, lines=_annotate(merged.lines, facts) + suffix,
-                                   root_rank=merged.root_rank, abort=abort)
+                                   root_rank=merged.root_rank, abort=abort, root_types=tuple(root_types))
     if sub_failures and not individually:
         return dataclasses.replace(passed, status=FAILED, lines=["\n\n".join(sub_failures), *suffix])
     return passed
@@ -234,8 +239,11 @@ def merge(test_id: str, results: list[RankResult], world_size: int, placement: s
     """
     passed = [r for r in results if r.status == PASSED]
     skips = [r for r in results if r.status == SKIPPED]
+    xfails = [r for r in results if r.status == XFAIL]
     bad = [r for r in results if r.status in BAD]
     if not bad:
+        if xfails:  # a rank called pytest.xfail() and none failed: the test is an expected failure
+            return Verdict(test_id, XFAIL, [report_text.xfailed(xfails, skips, passed, len(results))])
         if skips and len(skips) == len(results):
             reasons = sorted({r.message for r in skips})
             reason = reasons[0] if len(reasons) == 1 else "; ".join(f"rank {r.rank}: {r.message}" for r in skips)
@@ -249,16 +257,17 @@ def merge(test_id: str, results: list[RankResult], world_size: int, placement: s
     section = analysis.section(dumps, world_size) if dumps else ""
     blame = None
     if dumps and (root.peer_effect or root.status in (TIMEOUT, KILLED)):
-        blame = analysis.culprit(dumps, [r.rank for r in results if r.status in (PASSED, SKIPPED)], world_size)
+        blame = analysis.culprit(dumps, [r.rank for r in results if r.status in (PASSED, SKIPPED, XFAIL)], world_size)
     if blame is not None:
         # The root cause is a rank that ended its test normally while a peer waited for it in a collective it
         # never called: that rank, whatever the peer's error says.
         return Verdict(test_id, ERROR, report_text.blamed(test_id, world_size, placement, results, blame, section,
                                                           with_output), blame[0])
-    if skips and all(r.status == KILLED for r in bad):
+    ended = skips + xfails  # ranks that ended the test on purpose (pytest.skip(), pytest.xfail())
+    if ended and all(r.status == KILLED for r in bad):
         # One rank skipped while the others waited for it inside a collective, until the peer grace ran out.
-        return Verdict(test_id, ERROR, report_text.skipped_while_waiting(test_id, world_size, placement, skips[0], bad,
-                                                                         section, with_output), skips[0].rank)
+        return Verdict(test_id, ERROR, report_text.skipped_while_waiting(test_id, world_size, placement, ended[0], bad,
+                                                                         section, with_output), ended[0].rank)
     lines = report_text.failure(test_id, world_size, placement, root, results, ordered, section, with_output)
     return Verdict(test_id, FAILED if root.status == FAILED else ERROR, lines, root.rank)
 

@@ -30,7 +30,7 @@ from harness.shared.config import Settings
 from harness.shared.errors import HarnessError
 from harness.shared.output import read_bounded
 from harness.shared.grace import PeerGrace, Trouble
-from harness.shared.outcome import (CRASHED, ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, RankResult,
+from harness.shared.outcome import (CRASHED, ERROR, FAILED, KILLED, PASSED, SKIPPED, TIMEOUT, XFAIL, RankResult,
                                     SubtestOutcome, describe_exit, tidy_stack)
 from harness.shared.placement import Placement, choose_placement
 from harness.shared.protocol import (BodyEnded, Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task,
@@ -378,7 +378,7 @@ class RankPool(World):
             # its tearDown waits for the other ranks' bodies (shared.protocol.teardown_call); a rank that was skipped
             # while its peers go on may leave them waiting for it, as a rank that ended does
             test.ended[r] = message.status
-            if message.status == SKIPPED and len(test.ended) < len(test.pending):
+            if message.status in (SKIPPED, XFAIL) and len(test.ended) < len(test.pending):
                 test.grace.start(Trouble(now, r, f"rank {r} skipped the test"))
             if test.check_at is None:
                 test.check_at = now + SETTLE
@@ -402,9 +402,9 @@ class RankPool(World):
             self.broken = True
         if result.is_bad:
             test.grace.start(Trouble(now, r, f"rank {r} {'died' if result.status == CRASHED else 'failed'}"))
-        elif result.status == SKIPPED and test.pending:
+        elif result.status in (SKIPPED, XFAIL) and test.pending:
             # a rank that skips while its peers wait for it in a collective must not cost the timeout
-            test.grace.start(Trouble(now, r, f"rank {r} skipped the test"))
+            test.grace.start(Trouble(now, r, f"rank {r} {'skipped' if result.status == SKIPPED else 'xfailed'} the test"))
         if test.pending and test.check_at is None:
             test.check_at = now + SETTLE
 

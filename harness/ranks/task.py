@@ -24,7 +24,9 @@ from harness.testing import subtests
 from harness.ranks.capture import Capture
 from harness.ranks.comms import forget_destroyed_groups
 from harness.shared.config import Settings
-from harness.shared.outcome import ERROR, FAILED, PASSED, SKIPPED, RankResult, SubtestOutcome, capture_exception, picklable
+from harness.shared import pytest_outcomes
+from harness.shared.outcome import (ERROR, FAILED, PASSED, SKIPPED, XFAIL, RankResult, SubtestOutcome, capture_exception,
+                                    picklable, type_names)
 from harness.shared.placement import Placement
 from harness.shared.protocol import Task, group_timeout
 from harness.testing.parametrize import PARAMS_ATTR
@@ -121,13 +123,21 @@ class _RankResultCollector(unittest.TestResult):
         self.post_mortem = False  # --pdb: the first failure opens a post-mortem prompt (harness.ranks.debugger)
         self.problems: list[tuple[str, BaseException]] = []
         self.skip_reason: str | None = None
+        self.xfail_reason: str | None = None  # pytest.xfail() was called: the test ended as an expected failure
         self.recorder = recorder
         self.rank = rank
         self.notice = notice
 
     def _problem(self, err: Any) -> None:
         exc = err[1] if err[1] is not None else err[0]()
-        self.problems.append((FAILED if isinstance(exc, AssertionError) else ERROR, exc))
+        pytest_outcome = pytest_outcomes.outcome(exc)  # pytest.skip()/xfail() in setUp or the body: not a problem
+        if pytest_outcome is not None and pytest_outcome[0] == SKIPPED:
+            self.skip_reason = pytest_outcome[1]
+            return
+        if pytest_outcome is not None and pytest_outcome[0] == XFAIL:
+            self.xfail_reason = pytest_outcome[1]
+            return
+        self.problems.append((FAILED if isinstance(exc, AssertionError) or pytest_outcome else ERROR, exc))
         if self.post_mortem and len(self.problems) == 1 and not isinstance(exc, (bdb.BdbQuit, debugger.NoTerminal)):
             # before the parent hears of it: the peers wait (no grace yet) while the user looks
             debugger.post_mortem(exc)
@@ -209,6 +219,8 @@ def _teardown_after_every_body(test: Any, collector: _RankResultCollector, body_
         waited.append(True)
         if collector.problems:
             status = collector.problems[0][0]
+        elif collector.xfail_reason is not None:
+            status = XFAIL
         else:
             status = SKIPPED if collector.skip_reason is not None else PASSED
         body_ended(status)
@@ -307,18 +319,26 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
                 status, exc = collector.problems[0]
                 result.status = status
                 result.exc_type, result.message, result.traceback = capture_exception(exc)
+                result.exc_types = type_names(exc)
                 if isinstance(exc, bdb.BdbQuit):
                     result.message = debugger.quit_message()
                 for _, more in collector.problems[1:]:
                     result.traceback = (result.traceback.rstrip() + "\n\nAnd, in tearDown or a cleanup of the "
                                         "same test:\n\n" + capture_exception(more)[2])
+            elif collector.xfail_reason is not None:
+                result.status, result.message = XFAIL, collector.xfail_reason
             elif collector.skip_reason is not None:
                 result.status, result.message = SKIPPED, collector.skip_reason
         except unittest.SkipTest as exc:
             result.status, result.message = SKIPPED, str(exc)
         except BaseException as exc:  # noqa: B902 - CheckpointException and friends derive from BaseException
-            result.exc_type, result.message, result.traceback = capture_exception(exc)
-            result.status = FAILED if isinstance(exc, AssertionError) else ERROR
+            pytest_outcome = pytest_outcomes.outcome(exc)  # pytest.skip() where unittest's run does not catch it
+            if pytest_outcome is not None and pytest_outcome[0] in (SKIPPED, XFAIL):
+                result.status, result.message = pytest_outcome
+            else:
+                result.exc_type, result.message, result.traceback = capture_exception(exc)
+                result.exc_types = type_names(exc)
+                result.status = FAILED if isinstance(exc, AssertionError) or pytest_outcome else ERROR
             if test is not None and getattr(test, "_cleanups", None):
                 try:
                     test.doCleanups()  # unittest skips them when a BaseException escapes the test

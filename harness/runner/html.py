@@ -170,7 +170,7 @@ def _test_rows(entries: Sequence[Entry]) -> str:
     for i, e in enumerate(entries):
         link = f'<a href="#f{i}">{_e(e.test_id)}</a>' if e.status in BAD else _e(e.test_id)
         outcome = _outcome(e)
-        why = e.triage or (_short(e.reason, 300) if e.status == Status.SKIPPED else "")
+        why = e.triage or (_short(e.reason, 300) if e.status in (Status.SKIPPED, Status.XFAIL, Status.XPASS) else "")
         out.append(f'<tr data-outcome="{_e(outcome)}" data-name="{_e(e.test_id)}"><td>{link}</td>'
                    f'<td class="s-{_e(outcome)}">{_e(outcome.replace("-", " "))}</td><td>{e.seconds:.2f}</td>'
                    f'<td>{_e(e.world_size or "")}</td><td>{_e(e.placement)}</td><td>{_e(why)}</td></tr>')

@@ -10,6 +10,7 @@ from typing import Any, Protocol, Sequence
 from harness.judging.notes import short_id
 from harness.runner.selection import is_load_failure, module_of
 from harness.runner.sharding import class_unit
+from harness.shared.pytest_outcomes import StrictXPass, xfail_reason
 from harness.shared.status import BAD, ExitCode, Status
 
 __all__ = ["Problem", "Entry", "Listener", "RunnerResult", "Counts", "counts", "exit_code", "interrupt_reason"]
@@ -36,7 +37,7 @@ class Entry:
     seconds: float = 0.0
     placement: str = ""
     world_size: int | None = None
-    reason: str = ""  # skip reason
+    reason: str = ""  # a skip's reason; an xfail's (pytest's mark or pytest.xfail())
     why_placed: str = ""  # the harness's reason for the placement ("needs 4 GPUs, found 0: ran on CPU/gloo")
     problems: list[Problem] = dataclasses.field(default_factory=list)
     sub_passed: int = 0
@@ -264,6 +265,11 @@ class RunnerResult(unittest.TestResult):
         self._outcome_seen = True
         super().addFailure(test, err)
         entry = self._entry_for(test)
+        if isinstance(err[1], StrictXPass):  # @pytest.mark.xfail(strict=True) and it passed: as an unexpected success
+            entry.status = Status.XPASS if entry.status != Status.ERROR else Status.ERROR
+            entry.reason = err[1].reason
+            entry.problems.append(Problem(Status.XPASS, entry.test_id, str(err[1])))
+            return
         entry.status = Status.FAILED if entry.status != Status.ERROR else Status.ERROR
         entry.problems.append(Problem(Status.FAILED, entry.test_id, self._last_text(self.failures)))
 
@@ -289,7 +295,9 @@ class RunnerResult(unittest.TestResult):
     def addExpectedFailure(self, test: unittest.TestCase, err: Any) -> None:
         self._outcome_seen = True
         super().addExpectedFailure(test, err)
-        self._entry_for(test).status = Status.XFAIL
+        entry = self._entry_for(test)
+        entry.status = Status.XFAIL
+        entry.reason = xfail_reason(err[1]) or ""  # pytest's xfail (a mark that held, or pytest.xfail()): its reason
 
     def addUnexpectedSuccess(self, test: unittest.TestCase) -> None:
         self._outcome_seen = True

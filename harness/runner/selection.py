@@ -10,9 +10,10 @@ import unittest
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+from harness.shared import pytest_outcomes
 from harness.shared.errors import UsageError
 
-__all__ = ["FILE_PATTERNS", "iter_tests", "is_load_failure", "module_of", "discover", "load_target", "collect", "module_matches",
+__all__ = ["FILE_PATTERNS", "iter_tests", "is_load_failure", "skipped_module", "module_of", "discover", "load_target", "collect", "module_matches",
            "id_matches", "select", "check_includes", "shuffle"]
 
 
@@ -31,8 +32,49 @@ def iter_tests(suite: Iterable[Any]) -> Iterator[unittest.TestCase]:
 
 
 def is_load_failure(test: Any) -> bool:
-    """True for the stand-in unittest makes when a module cannot be imported."""
-    return type(test).__name__ == "_FailedTest"
+    """True for a stand-in for a whole module: unittest's when a module cannot be imported, and
+    :func:`skipped_module`'s when it skipped itself while it was imported."""
+    return type(test).__name__ in ("_FailedTest", "ModuleSkipped")
+
+
+def skipped_module(module: str, reason: str) -> unittest.TestCase:
+    """One skipped test that stands for ``module``, which skipped itself while it was imported
+    (``pytest.importorskip``, ``pytest.skip(allow_module_level=True)``, ``raise unittest.SkipTest``): a skip with
+    its reason, as pytest reports it, not an import error. Named as unittest's own stand-ins are, by the module.
+
+    Example::
+
+        skipped_module("tests.test_hf", "could not import 'transformers': No module named 'transformers'")
+    """
+    @unittest.skip(reason)
+    def skipped(self: unittest.TestCase) -> None:
+        pass
+
+    cls = type("ModuleSkipped", (unittest.TestCase,), {module: skipped, "id": lambda self: module,
+                                                       "__str__": lambda self: f"{module} (skipped at import)"})
+    return cls(module)
+
+
+class _Loader(unittest.TestLoader):
+    """unittest's loader, a module that skipped itself with pytest's ``skip`` read as unittest's ``SkipTest``."""
+
+    def _get_module_from_name(self, name: str) -> Any:
+        try:
+            return super()._get_module_from_name(name)
+        except unittest.SkipTest:
+            raise
+        except BaseException as exc:  # noqa: B902 - pytest's outcomes derive from BaseException
+            if pytest_outcomes.is_skip(exc):
+                raise unittest.SkipTest(pytest_outcomes.skip_reason(exc)) from None
+            raise
+
+
+def _own_stand_in(test: Any) -> Any:
+    """unittest's stand-in for a module that skipped itself, as :func:`skipped_module`'s (named by the module)."""
+    if type(test).__name__ == "ModuleSkipped" and type(test).__module__ == "unittest.loader":
+        method = getattr(test, test._testMethodName, None)
+        return skipped_module(test._testMethodName, str(getattr(method, "__unittest_skip_why__", "") or ""))
+    return test
 
 
 def module_of(test: Any) -> str:
@@ -84,8 +126,8 @@ def discover(folder: str | Path, root: Path, file_patterns: Sequence[str] = FILE
     found: list[unittest.TestCase] = []
     seen: set[str] = set()
     for pattern in file_patterns:
-        suite = unittest.TestLoader().discover(str(start), pattern=pattern, top_level_dir=str(_top_level(start)))
-        for test in iter_tests(suite):
+        suite = _Loader().discover(str(start), pattern=pattern, top_level_dir=str(_top_level(start)))
+        for test in map(_own_stand_in, iter_tests(suite)):
             key = test.id() if not is_load_failure(test) else f"failed:{test.id()}"
             if key not in seen:  # a file two patterns match (test_x_test.py) is collected once
                 seen.add(key)
@@ -114,7 +156,12 @@ def load_target(target: str, root: Path, file_patterns: Sequence[str] = FILE_PAT
             if str(resolved.parent) not in sys.path:
                 sys.path.insert(0, str(resolved.parent))
             target = resolved.stem
-    return list(iter_tests(unittest.TestLoader().loadTestsFromName(target)))
+    try:
+        return list(iter_tests(unittest.TestLoader().loadTestsFromName(target)))
+    except BaseException as exc:  # noqa: B902 - pytest's outcomes derive from BaseException
+        if not pytest_outcomes.is_skip(exc):
+            raise
+        return [skipped_module(target, pytest_outcomes.skip_reason(exc))]  # the module (or what in it was named)
 
 
 def collect(targets: Sequence[str], folders: Sequence[str], root: Path,

@@ -264,7 +264,10 @@ def run_tests_here(plan: Plan, console: Console, run: Any = None) -> Ran:
                               run=run)
         result.startTestRun()
         try:
-            unittest.TestSuite(tests).run(result)
+            from harness.parent.pytest_marks import honoured
+
+            with honoured(tests):  # pytest's marks and outcomes, where pytest is importable
+                unittest.TestSuite(tests).run(result)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.parent.pool.Terminated)
             interrupted = interrupt_reason(exc)
             result.stop_interrupted()

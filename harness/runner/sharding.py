@@ -46,7 +46,7 @@ def class_unit(cls: Any) -> str | None:
         return None
     if issubclass(cls, unittest.FunctionTestCase):
         return None
-    if cls.__name__ == "_FailedTest":  # harness.runner.selection.is_load_failure: the stand-in for an import error
+    if cls.__name__ in ("_FailedTest", "ModuleSkipped"):  # harness.runner.selection.is_load_failure: a module's stand-in
         return None
     return f"{cls.__module__}.{cls.__qualname__}"
 

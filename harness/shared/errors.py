@@ -5,7 +5,7 @@ there, and that path stays when the modules behind it move.
 """
 from __future__ import annotations
 
-__all__ = ["HarnessError", "UsageError", "RankFailure", "RankError", "RankAbort", "NoTerminal"]
+__all__ = ["HarnessError", "UsageError", "RankFailure", "RankError", "RankAbort", "NoTerminal", "StrictXPass"]
 
 
 class HarnessError(Exception):
@@ -24,6 +24,15 @@ class RankError(HarnessError):
     """One or more ranks raised, crashed or hung: unittest reports it as an error."""
 
 
+class StrictXPass(HarnessError, AssertionError):
+    """A test under ``@pytest.mark.xfail(strict=True)`` that passed, outside pytest: a failure in pytest's words
+    (``[XPASS(strict)] reason``); the runner reports it as an unexpected success (XPASS)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"[XPASS(strict)] {reason}")
+        self.reason = reason
+
+
 class NoTerminal(HarnessError):
     """A breakpoint in a rank of a run that has no terminal to open a prompt in: the test fails at once."""
 
@@ -40,6 +49,6 @@ class RankAbort(BaseException):
         self.error = error
 
 
-for _cls in (HarnessError, UsageError, RankFailure, RankError, RankAbort, NoTerminal):
+for _cls in (HarnessError, UsageError, RankFailure, RankError, RankAbort, NoTerminal, StrictXPass):
     _cls.__module__ = "harness.errors"  # the public path a report prints and a user catches them by
 del _cls

@@ -9,12 +9,14 @@ import traceback
 import unittest
 from typing import Any
 
-__all__ = ["RankResult", "SubtestOutcome", "capture_exception", "order_by_cause", "picklable", "sendable",
+__all__ = ["RankResult", "SubtestOutcome", "capture_exception", "type_names", "order_by_cause", "picklable", "sendable",
            "describe_exit", "blocked_in", "tidy_stack"]
 
+from harness.shared import pytest_outcomes
 from harness.shared.status import Status
 
 PASSED, FAILED, ERROR, SKIPPED = Status.PASSED, Status.FAILED, Status.ERROR, Status.SKIPPED
+XFAIL = Status.XFAIL  # the rank called pytest.xfail(): it ended the test as an expected failure
 CRASHED, TIMEOUT, KILLED = Status.CRASHED, Status.TIMEOUT, Status.KILLED
 BAD = (FAILED, ERROR, CRASHED, TIMEOUT, KILLED)  # what a rank's result can be; harness.shared.status.BAD adds the runner's
 
@@ -45,10 +47,14 @@ class SubtestOutcome:
     @classmethod
     def from_exception(cls, params: dict[str, Any], exc: BaseException) -> "SubtestOutcome":
         """What a combination that raised ``exc`` reports: skipped, failed (an assertion) or error."""
-        if isinstance(exc, unittest.SkipTest):
-            return cls(params, SKIPPED, message=_plain(str(exc)))
+        if pytest_outcomes.is_skip(exc):
+            return cls(params, SKIPPED, message=_plain(pytest_outcomes.skip_reason(exc)))
+        xfail = pytest_outcomes.xfail_reason(exc)
+        if xfail is not None:  # pytest.xfail() in one combination: that combination is not run to its end
+            return cls(params, SKIPPED, message=_plain(f"xfail: {xfail}"))
         kind, message, tb = capture_exception(exc)
-        return cls(params, FAILED if isinstance(exc, AssertionError) else ERROR, kind, message, tb)
+        failed = isinstance(exc, AssertionError) or pytest_outcomes.outcome(exc) is not None  # pytest.fail()
+        return cls(params, FAILED if failed else ERROR, kind, message, tb)
 
 
 @dataclasses.dataclass
@@ -73,6 +79,9 @@ class RankResult:
     cuda_broken: str = ""  # the test left this rank's CUDA context unusable (a sticky error): why
     #: the rank's collectives in the test (harness.ranks.recorder: a dump), taken when the test went wrong
     collectives: dict[str, Any] | None = None
+    #: the raised exception's class and its bases, ``module.qualname`` each (an xfail mark's ``raises=`` is matched
+    #: against them in the parent)
+    exc_types: tuple[str, ...] = ()
 
     @property
     def is_bad(self) -> bool:
@@ -91,6 +100,8 @@ class RankResult:
             return "passed"
         if self.status == SKIPPED:
             return f"skipped: {self.message}"
+        if self.status == XFAIL:
+            return f"xfailed: {self.message}"
         if self.status == CRASHED:
             return describe_exit(self.exitcode)
         if self.status in (TIMEOUT, KILLED):
@@ -211,6 +222,11 @@ def capture_exception(exc: BaseException) -> tuple[str, str, str]:
     except Exception:
         text = "".join(traceback.format_exception(exc))
     return name, message, text.replace("__mp_main__.", "")
+
+
+def type_names(exc: BaseException) -> tuple[str, ...]:
+    """``module.qualname`` of ``exc``'s class and of each of its bases (``builtins.RuntimeError``, ...), as data."""
+    return tuple(f"{k.__module__}.{k.__qualname__}" for k in type(exc).__mro__)
 
 
 def tidy_stack(dump: str) -> str:
