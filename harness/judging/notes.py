@@ -39,6 +39,8 @@ class TestRecord:
     examples: int = 1  # hypothesis examples sent to the ranks
     triage: str = ""  # what checking its failure in fresh ranks found (harness.judging.triage.Finding.line)
     picture: Any = None  # a failure's ranks x collectives (harness.judging.analysis.Picture), for the HTML report
+    faults: str = ""  # its injected faults, each with where it fired (harness.judging.attempts.fault_names)
+    attempts: list[str] = dataclasses.field(default_factory=list)  # every attempt in words (attempts.describe)
 
 
 def short_id(test: Any) -> str:

@@ -73,6 +73,8 @@ class RankResult:
     cuda_broken: str = ""  # the test left this rank's CUDA context unusable (a sticky error): why
     #: the rank's collectives in the test (harness.ranks.recorder: a dump), taken when the test went wrong
     collectives: dict[str, Any] | None = None
+    #: the test's faults in this rank (harness.ranks.fault_trigger): its collectives counted, what fired; None: none
+    faults: dict[str, Any] | None = None
 
     @property
     def is_bad(self) -> bool:
