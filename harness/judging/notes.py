@@ -102,6 +102,8 @@ class Notes:
         #: ids of the tests the harness's own ``run()`` ran (on ranks, or locally): a class that mixes upstream's
         #: bases with the harness's runs on whichever ``run()`` wins in its MRO, and its line must say which
         self.ran_by_harness: set[str] = set()
+        #: (test id, its faults and where each fired) of each test with injected faults, in order
+        self.faulted: list[tuple[str, str]] = []
 
     # ---- adding ------------------------------------------------------------------------------------
 
@@ -109,6 +111,8 @@ class Notes:
         """The test as it ran (its latest run, where a test ran twice before a front end took it)."""
         self.records.append(rec)
         self._untaken[rec.test_id] = rec
+        if rec.faults:
+            self.faulted.append((rec.test_id, rec.faults))
 
     def take_record(self, test_id: str) -> TestRecord | None:
         """The record of ``test_id`` since a front end last took it (None: the harness did not run it).
@@ -250,7 +254,11 @@ class Notes:
     def end_of_run_lines(self) -> list[str]:
         """What a run that has no summary of its own ends with (unittest, ``run_tests()``, the pytest plugin)."""
         return (self.upstream_lines() + self.fallback_lines() + self.needs_cuda_lines()
-                + [line + ALTERED_HINT for line in self.altered_lines()] + self.triage_lines())
+                + [line + ALTERED_HINT for line in self.altered_lines()] + self.triage_lines() + self.fault_lines())
+
+    def fault_lines(self) -> list[str]:
+        """Each test with injected faults, named with them (where the front end has no line of its own per test)."""
+        return [f"{test_id}: faults: {faults}" for test_id, faults in self.faulted]
 
     def say(self, stream: Any = None) -> None:
         """Write :meth:`end_of_run_lines` (``harness: ...``) to ``stream`` (stderr) and forget them."""
@@ -272,3 +280,4 @@ class Notes:
         self.upstream.clear()
         self.triaged.clear()
         self.ran_by_harness.clear()
+        self.faulted.clear()
