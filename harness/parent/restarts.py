@@ -166,12 +166,10 @@ def _remove(path: str) -> None:
 def _verdict(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault], done: list[judging.Attempt],
              raw: list[list[Any]], restarts: int, launched: bool = False) -> Verdict:
     """The verdict of the last attempt, with the faults that never fired and every attempt in its words."""
-    from harness.parent.testrun import picture_of
-
     last = done[-1]
     testrun.ranks_seconds = max((r.duration for r in raw[-1]), default=0.0)
     if any(r.is_bad for r in raw[-1]):
-        testrun.picture = picture_of(raw[-1], testrun.world_size)
+        testrun.picture = testrun.picture_from(raw[-1])
     judged = verdict.judge(last.results, testrun.facts(), kwargs, testrun.conf.show_output)
     if launched:  # torchrun's attempt: only its own faults are checked here (the others' attempts ran, or may run)
         missing = judging.never_fired(plan, done, restarts, only=last.number)

@@ -213,6 +213,10 @@ class TestRun:
             self.picture = picture_of(results, self.world_size)
         return verdict.judge(results, self.facts(**altered), kwargs, self.conf.show_output)
 
+    def picture_from(self, results: list[RankResult]) -> analysis.Picture:
+        """A failing run's ranks and collectives as data (the HTML report's picture), for this test's world."""
+        return picture_of(results, self.world_size)
+
     def task(self, world: Any, kwargs: dict[str, Any] | None, temp_dir: str | None, file_name: str,
              **more: Any) -> Task:
         """The test as every rank of ``world`` runs it (``more``: the faults, the attempt and their log)."""
