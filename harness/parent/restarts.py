@@ -115,12 +115,17 @@ def run_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault],
         world, _ = worlds.world(testrun.world_size, testrun.placement, conf)
         testrun.pids = list(world.pids)
         example = world.same_example(kwargs, testrun.test_id) if kwargs is not None else None
-        with world.test_files(wants_temp) as (temp_dir, file_name):
+        # the same temp_dir in every attempt of the job: named by the job and the test, kept while the job may
+        # restart (a killed worker's peers are stopped mid-test), removed once an attempt ran to its verdict
+        temp_dir = _launched_temp_dir(testrun) if wants_temp else None
+        with world.test_files(False) as (_, file_name):
             log = file_name + ".faults"
             task = testrun.task(world, example, temp_dir, file_name, faults=plan, attempt=number, fault_log=log)
             results = world.run(task, conf.peer_grace)
             entries = _read_log(log)
             _remove(log)
+        if temp_dir is not None and getattr(world, "rank", 0) == 0:
+            shutil.rmtree(temp_dir, ignore_errors=True)
         world.pg_suspect = any(r.is_bad for r in results)
         raw.append(results)
         done.append(judging.judge_attempt(plan, number, results, entries))
@@ -154,6 +159,17 @@ def run_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault],
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
     return _verdict(testrun, kwargs, plan, done, raw, restarts)
+
+
+def _launched_temp_dir(testrun: Any) -> str:
+    """A torchrun job's temp_dir for this test (and example), the same path in each of its attempts."""
+    import hashlib
+
+    job = os.environ.get("TORCHELASTIC_RUN_ID", "") or os.environ.get("MASTER_PORT", "")
+    key = hashlib.sha1(f"{job}:{testrun.test_id}:{testrun.examples}".encode()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(), f"harness-restarts-{key}")
+    os.makedirs(path, exist_ok=True)
+    return path
 
 
 def _remove(path: str) -> None:
