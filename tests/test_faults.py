@@ -1,13 +1,20 @@
 """Faults on purpose and @restarts, run as a user runs them (tests/fixtures/fx_faults.py): a world resumes after
 rank 1 is killed at its 3rd all_reduce, a survivor that expects its peer's death passes, a fault that never fires
 fails saying so, a real failure under @restarts(2) runs once, bad faults are usage errors before any rank starts,
-and nothing is left behind. CI runs the fixture under the runner; pytest and plain unittest are the nightly tier.
+and nothing is left behind. CI runs the fixture under the runner; pytest, plain unittest and torchrun (its own
+--max-restarts) are the nightly tier.
 """
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
 
-from tests._support import PYTEST, THE_RUNNER, UNITTEST, under_each_front_end
+from tests._support import PYTEST, REPO, THE_RUNNER, UNITTEST, base_env, nightly, under_each_front_end
 
 MODULE = "tests.fixtures.fx_faults"
 TEST = "tests.fixtures.fx_faults.TestFaults"
@@ -45,6 +52,11 @@ class _Checks:
         self.assertIn("REAL rank=1 restart_count=0", self.r.output)
         self.assertNotIn("restart_count=1 ", re.sub(r"ATTEMPT.*", "", self.r.output))
 
+    def test_hang_and_io_error_restart_and_pass(self):
+        # a hang ends at the test's 4 s limit, a timeout the fault explains; a failed write (ENOSPC) is rank 1's error
+        self.assertEqual(self.outcome("test_hang_restarts"), "passed", self.r.describe())
+        self.assertEqual(self.outcome("test_io_error_restarts"), "passed", self.r.describe())
+
     def test_caught_raise_passes(self):
         self.assertEqual(self.outcome("test_raise_caught"), "passed", self.r.describe())
 
@@ -61,3 +73,25 @@ class _Checks:
 
 globals().update(under_each_front_end(MODULE, _Checks, {THE_RUNNER: (), PYTEST: (), UNITTEST: ()},
                                       args={PYTEST: ["-s"]}))
+
+
+@nightly("faults and restarts on the pool: TestUnderTheRunner")
+class TestUnderTorchrun(unittest.TestCase):
+    """``torchrun --max-restarts 1``: the kill fires in the job's attempt 0, torchrun restarts the job, and its
+    attempt 1 resumes from the same temp_dir with restart_count 1 (the fixture asserts both)."""
+
+    def test_resume_after_kill_under_torchrun(self):
+        tmpdir = tempfile.mkdtemp(prefix="distharness-torchrun-")
+        self.addCleanup(shutil.rmtree, tmpdir, True)
+        env = base_env()
+        env.update(TMPDIR=tmpdir, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+        out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                              "--max-restarts", "1", "tests/fixtures/fx_faults.py", "-v",
+                              "TestFaults.test_resume_after_kill"], cwd=REPO, env=env, capture_output=True, text=True,
+                             timeout=300)
+        text = out.stdout + out.stderr
+        self.assertEqual(out.returncode, 0, text)
+        self.assertIn("ATTEMPT rank=1 restart_count=1 env=1 start=2", text)
+        self.assertIn("kill(rank=1, op='all_reduce', nth=3) was due in attempt 0 of this torchrun job", text)
+        # the test's temp_dir is gone; what a killed attempt's workers leave (their scratch folders) is torchrun's
+        self.assertEqual([n for n in os.listdir(tmpdir) if n.startswith("harness-restarts-")], [])

@@ -158,12 +158,18 @@ def _calls_made(fault: Fault, index: int, attempt: Attempt) -> str:
     return words
 
 
-def fault_names(plan: list[Fault], attempts: list[Attempt]) -> str:
-    """The faults a passing test's line names: each, with the attempt it fired in."""
+def fault_names(plan: list[Fault], attempts: list[Attempt], launched: bool = False) -> str:
+    """The faults a passing test's line names: each, with the attempt it fired in (``launched``: torchrun's attempt,
+    whose process never saw the earlier ones)."""
     out = []
     for i, fault in enumerate(plan):
         where = next((f"fired in attempt {a.number} on rank {e['rank']} {e['where']}" for a in attempts
                       for e in a.fired if e["index"] == i), "never fired")
+        if launched and attempts and fault.attempt < attempts[-1].number:
+            where = (f"was due in attempt {fault.attempt} of this torchrun job, before this one "
+                     f"(TORCHELASTIC_RESTART_COUNT={attempts[-1].number})")
+        elif launched and attempts and fault.attempt > attempts[-1].number:
+            where = f"is due in attempt {fault.attempt}, after this one"
         out.append(f"{fault} {where}")
     return "; ".join(out)
 

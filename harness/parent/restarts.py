@@ -119,7 +119,9 @@ def run_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault],
         # restart (a killed worker's peers are stopped mid-test), removed once an attempt ran to its verdict
         temp_dir = _launched_temp_dir(testrun) if wants_temp else None
         with world.test_files(False) as (_, file_name):
-            log = file_name + ".faults"
+            for before in range(number):  # an earlier attempt's log, left where torchrun stopped that attempt
+                _remove(f"{file_name}.faults{before}")
+            log = f"{file_name}.faults{number}"
             task = testrun.task(world, example, temp_dir, file_name, faults=plan, attempt=number, fault_log=log)
             results = world.run(task, conf.peer_grace)
             entries = _read_log(log)
@@ -203,7 +205,7 @@ def _verdict(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault], don
         else:
             last.then = "passed"
     described = judging.describe(plan, done, restarts)
-    testrun.fault_names = judging.fault_names(plan, done) + (
+    testrun.fault_names = judging.fault_names(plan, done, launched) + (
         f"; restarted {len(done) - 1} time{'s' if len(done) != 2 else ''}" if len(done) > 1 else "")
     testrun.fault_attempts = described
     if missing:
