@@ -10,7 +10,9 @@ save and which of ``dcp.save``'s collectives rank 1 is killed entering (its plan
   folder is seen on disk when the kill landed in the write;
 * the resumed run ends with the weights of an uninterrupted run (the same steps in the same world), bit for bit
   on CPU;
-* the first attempt never reaches the end (the kill fired), the second starts from the newest complete save.
+* the first attempt never reaches the end (the kill fired), the second starts from the newest complete save;
+* the same with ``dcp.async_save`` (its collectives in its own thread, on a group of its own): rank 1 killed
+  entering a save's last collective, or its write of a save's data failing with ENOSPC (``faults.io_error``).
 """
 from __future__ import annotations
 
@@ -55,9 +57,14 @@ def _complete(root: str) -> list[int]:
     return sorted(done)
 
 
-def _train(test: MultiProcessTestCase, root: str | None, resume: bool) -> tuple[nn.Module, int]:
-    """Train STEPS steps, saving every EVERY into ``root`` (None: no saves), from the newest complete save."""
+def _train(test: MultiProcessTestCase, root: str | None, resume: bool, asynchronous: bool = False
+           ) -> tuple[nn.Module, int]:
+    """Train STEPS steps, saving every EVERY into ``root`` (None: no saves), from the newest complete save;
+    ``asynchronous``: with ``dcp.async_save`` on a group of its own (its collectives run in its thread), each save
+    waited for before the next and at the end."""
     model = _model()
+    group = dist.new_group(backend="gloo") if asynchronous and root is not None else None
+    pending = None
     optim = torch.optim.Adam(model.parameters(), lr=0.01)
     start = 0
     if resume and root is not None:
@@ -75,7 +82,15 @@ def _train(test: MultiProcessTestCase, root: str | None, resume: bool) -> tuple[
         optim.zero_grad()
         if root is not None and (step + 1) % EVERY == 0:
             msd, osd = get_state_dict(model, optim)
-            dcp.save({"model": msd, "optim": osd}, checkpoint_id=os.path.join(root, f"step-{step + 1}"))
+            where = os.path.join(root, f"step-{step + 1}")
+            if group is None:
+                dcp.save({"model": msd, "optim": osd}, checkpoint_id=where)
+                continue
+            if pending is not None:
+                pending.result()
+            pending = dcp.async_save({"model": msd, "optim": osd}, checkpoint_id=where, process_group=group)
+    if pending is not None:
+        pending.result()
     return model, start
 
 
@@ -102,6 +117,30 @@ class TestResumeAfterKill(MultiProcessTestCase):
         self.assertEqual(start, complete_before[-1] if complete_before else 0)
         self.assertNotIn(start, torn)  # a torn save is never the one resumed from
         print(f"RESUMED rank={self.rank} fault={fault} start={start} complete={complete_before} torn={torn}")
+        resumed = _full(model)
+        reference, _ = _train(self, None, resume=False)
+        for name, value in _full(reference).items():
+            self.assertTrue(torch.equal(resumed[name], value), f"{name} differs from the uninterrupted run")
+
+
+    @settings(max_examples=2, deadline=None)
+    @given(fault=st.one_of(
+        st.builds(lambda save, op: faults.kill(1, op=op, nth=save * SAVE_OPS[op]), st.integers(1, SAVES),
+                  st.sampled_from(sorted(SAVE_OPS))),
+        st.builds(lambda save: faults.io_error(1, f"*/step-{save * EVERY}/*.distcp"), st.integers(1, SAVES))))
+    @restarts(1)
+    @with_comms
+    @with_temp_dir
+    def test_async_save_failure_resumes_bitwise(self, fault):
+        """``dcp.async_save``: rank 1 killed entering the last of a save's collectives (in the save's thread, after
+        its data was written), or its write of a save's data failing (ENOSPC): the same resume, bit for bit."""
+        root = os.path.join(self.temp_dir, "ckpt")
+        os.makedirs(root, exist_ok=True)
+        complete_before = _complete(root)
+        model, start = _train(self, root, resume=True, asynchronous=True)
+        self.assertEqual(self.restart_count, 1)
+        self.assertEqual(start, complete_before[-1] if complete_before else 0)
+        print(f"RESUMED rank={self.rank} fault={fault} start={start} complete={complete_before}")
         resumed = _full(model)
         reference, _ = _train(self, None, resume=False)
         for name, value in _full(reference).items():
