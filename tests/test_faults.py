@@ -53,7 +53,7 @@ class _Checks:
         self.assertNotIn("restart_count=1 ", re.sub(r"ATTEMPT.*", "", self.r.output))
 
     def test_hang_and_io_error_restart_and_pass(self):
-        # a hang ends at the test's 4 s limit, a timeout the fault explains; a failed write (ENOSPC) is rank 1's error
+        # a hang ends at the test's 6 s limit, a timeout the fault explains; a failed write (ENOSPC) is rank 1's error
         self.assertEqual(self.outcome("test_hang_restarts"), "passed", self.r.describe())
         self.assertEqual(self.outcome("test_io_error_restarts"), "passed", self.r.describe())
 

@@ -17,7 +17,8 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any
+import threading
+from typing import Any, Callable
 
 from harness.judging import attempts as judging
 from harness.judging import verdict
@@ -132,12 +133,18 @@ def run_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault],
         raw.append(results)
         done.append(judging.judge_attempt(plan, number, results, entries))
         return _verdict(testrun, kwargs, plan, done, raw, restarts, launched=True)
+    testrun.reused = False  # every attempt in ranks of its own
     temp_dir = tempfile.mkdtemp(prefix="harness-test-") if wants_temp else None
     # the fault logs outlive each attempt's world (a pool whose rank died removes its folder at once)
     logs = tempfile.mkdtemp(prefix="harness-faults-")
+    start = lambda: worlds.fresh(testrun.world_size, testrun.placement, conf)  # noqa: E731
+    upcoming: _Upcoming | None = None
     try:
         for number in range(restarts + 1):
-            world = worlds.fresh(testrun.world_size, testrun.placement, conf)
+            world = upcoming.take() if upcoming is not None else start()
+            # on CPU the next attempt's ranks start while this one runs, so that a restart waits for none (on GPUs
+            # two worlds' CUDA contexts at once could take the memory the running one needs)
+            upcoming = _Upcoming(start) if number < restarts and testrun.placement.device_type == "cpu" else None
             try:
                 testrun.pids += list(world.pids)
                 example = world.same_example(kwargs, testrun.test_id) if kwargs is not None else None
@@ -157,6 +164,8 @@ def run_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault],
             if number < restarts:
                 attempt.then = judging.RESTARTED
     finally:
+        if upcoming is not None:
+            upcoming.discard()
         shutil.rmtree(logs, ignore_errors=True)
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
@@ -172,6 +181,37 @@ def _launched_temp_dir(testrun: Any) -> str:
     path = os.path.join(tempfile.gettempdir(), f"harness-restarts-{key}")
     os.makedirs(path, exist_ok=True)
     return path
+
+
+class _Upcoming:
+    """The next attempt's world, started from the template in a thread while the current attempt runs."""
+
+    def __init__(self, start: Callable[[], Any]) -> None:
+        self.world: Any = None
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self.world = start()
+            except BaseException as exc:  # noqa: B902 - handed to the caller in take()
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, name="harness-next-attempt", daemon=True)
+        self.thread.start()
+
+    def take(self) -> Any:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        world, self.world = self.world, None
+        return world
+
+    def discard(self) -> None:
+        """Not needed (no restart): stop its ranks once they started."""
+        self.thread.join()
+        if self.world is not None:
+            self.world.close()
+            self.world = None
 
 
 def _remove(path: str) -> None:
