@@ -43,6 +43,8 @@ class Trigger:
         self.opened: dict[int, int] = {}  # io_error's index -> matching files opened for writing
         self.lock = threading.Lock()
         self._open = None
+        self._env_before = os.environ.get(attempt_env)
+        os.environ[attempt_env] = str(attempt)
         if any(f.kind != "io_error" for _, f in self.mine):
             collective_calls.install(self.on_call, also=(test_module,))
         if any(f.kind == "io_error" for _, f in self.mine):
@@ -131,6 +133,10 @@ class Trigger:
     def disarm(self) -> dict[str, Any]:
         """Put torch's functions and ``open`` back; this rank's counts and what fired (``RankResult.faults``)."""
         collective_calls.uninstall()
+        if self._env_before is None:  # as it was, whether or not the test's process state is put back
+            os.environ.pop(attempt_env, None)
+        else:
+            os.environ[attempt_env] = self._env_before
         if self._open is not None:
             builtins.open = self._open
             io.open = self._open
@@ -184,6 +190,5 @@ def _instance(fault: Fault) -> BaseException:
 
 def arm(faults: list[Fault], rank: int, attempt: int, log: str | None, test_module: str) -> Trigger:
     """Arm this rank's faults for one attempt of one test; ``TORCHELASTIC_RESTART_COUNT`` says the attempt, as
-    torchrun sets it (the caller restores the environment after the test)."""
-    os.environ[attempt_env] = str(attempt)
+    torchrun sets it, until :meth:`Trigger.disarm`."""
     return Trigger(faults, rank, attempt, log, test_module)
