@@ -20,6 +20,8 @@ from harness.testing.requirements import (get_devtype, requires_accelerator_dist
                                           retry_on_connect_failures, skip_if_odd_worldsize,
                                           skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
                                           skip_unless_torch_gpu, with_dist_debug_levels)
+from harness import faults
+from harness.faults import restarts
 from harness import moved as _moved
 
 _moved.install()  # distharness 0.1's module paths, with a DeprecationWarning (harness.moved)
@@ -40,6 +42,8 @@ __all__ = [
     "TestCase",
     "with_comms",
     "with_temp_dir",
+    "faults",
+    "restarts",
     "skip_if_lt_x_gpu",
     "run_subtests",
     "record_collectives",

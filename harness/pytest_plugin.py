@@ -144,6 +144,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
                 item.user_properties.append(("harness_examples", rec.examples))
             if rec.triage:
                 item.user_properties.append(("harness_triage", rec.triage))
+            if rec.faults:
+                item.user_properties.append(("harness_faults", rec.faults))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -171,6 +173,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         rep.sections.append(("harness", f"{where}, world size {rec.world_size}: {rec.reason}"))
         if rec.triage:
             rep.sections.append(("harness triage", rec.triage))
+        if rec.faults:
+            rep.sections.append(("harness faults", "\n".join([rec.faults, *rec.attempts])))
         if rep.failed and rec.picture is not None:
             _html_extra(item, rep, rec.picture)
     return rep

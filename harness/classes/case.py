@@ -62,6 +62,8 @@ class MultiProcessTestCase(DistributedAssertions):
     rank: int = -1
     temp_dir: str | None = None
     file_name: str | None = None
+    #: how many times the world was started again for this test (@restarts; torchrun's TORCHELASTIC_RESTART_COUNT)
+    restart_count: int = 0
     _harness_device_type: str | None = None
     _harness_placement: Placement | None = None  # where the rank runs: its RankContext's (harness.ranks.task)
 
@@ -136,6 +138,7 @@ class MultiProcessTestCase(DistributedAssertions):
         self._harness_device_type = placement.device_type
         self.temp_dir = task.temp_dir
         self.file_name = task.file_name
+        self.restart_count = task.attempt
         self._harness_in_rank = True
         if task.world_size:
             _pin_world_size(self, task.world_size)

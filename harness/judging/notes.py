@@ -39,6 +39,8 @@ class TestRecord:
     examples: int = 1  # hypothesis examples sent to the ranks
     triage: str = ""  # what checking its failure in fresh ranks found (harness.judging.triage.Finding.line)
     picture: Any = None  # a failure's ranks x collectives (harness.judging.analysis.Picture), for the HTML report
+    faults: str = ""  # its injected faults, each with where it fired (harness.judging.attempts.fault_names)
+    attempts: list[str] = dataclasses.field(default_factory=list)  # every attempt in words (attempts.describe)
 
 
 def short_id(test: Any) -> str:
@@ -100,6 +102,8 @@ class Notes:
         #: ids of the tests the harness's own ``run()`` ran (on ranks, or locally): a class that mixes upstream's
         #: bases with the harness's runs on whichever ``run()`` wins in its MRO, and its line must say which
         self.ran_by_harness: set[str] = set()
+        #: (test id, its faults and where each fired) of each test with injected faults, in order
+        self.faulted: list[tuple[str, str]] = []
 
     # ---- adding ------------------------------------------------------------------------------------
 
@@ -107,6 +111,8 @@ class Notes:
         """The test as it ran (its latest run, where a test ran twice before a front end took it)."""
         self.records.append(rec)
         self._untaken[rec.test_id] = rec
+        if rec.faults:
+            self.faulted.append((rec.test_id, rec.faults))
 
     def take_record(self, test_id: str) -> TestRecord | None:
         """The record of ``test_id`` since a front end last took it (None: the harness did not run it).
@@ -248,7 +254,11 @@ class Notes:
     def end_of_run_lines(self) -> list[str]:
         """What a run that has no summary of its own ends with (unittest, ``run_tests()``, the pytest plugin)."""
         return (self.upstream_lines() + self.fallback_lines() + self.needs_cuda_lines()
-                + [line + ALTERED_HINT for line in self.altered_lines()] + self.triage_lines())
+                + [line + ALTERED_HINT for line in self.altered_lines()] + self.triage_lines() + self.fault_lines())
+
+    def fault_lines(self) -> list[str]:
+        """Each test with injected faults, named with them (where the front end has no line of its own per test)."""
+        return [f"{test_id}: faults: {faults}" for test_id, faults in self.faulted]
 
     def say(self, stream: Any = None) -> None:
         """Write :meth:`end_of_run_lines` (``harness: ...``) to ``stream`` (stderr) and forget them."""
@@ -270,3 +280,4 @@ class Notes:
         self.upstream.clear()
         self.triaged.clear()
         self.ran_by_harness.clear()
+        self.faulted.clear()

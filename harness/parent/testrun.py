@@ -16,7 +16,7 @@ import unittest
 from typing import Any, Callable
 
 from harness.judging import analysis
-from harness.parent import relay
+from harness.parent import relay, restarts
 from harness.shared.output import bounded_output
 from harness.judging import report, triage, verdict
 from harness.shared.config import Settings
@@ -139,6 +139,11 @@ class TestRun:
         self.reused = True
         self.pids: list[int] = []
         self.picture: analysis.Picture | None = None  # the last failing run's ranks x collectives
+        self.marks = markers(self.fn)
+        #: @restarts(n)'s n (0: none); with faults, their names and every attempt, as the reports say them
+        self.restarts: int = self.marks["restarts"] or 0
+        self.fault_names = ""
+        self.fault_attempts: list[str] = []
 
     def facts(self, **more: Any) -> Facts:
         """What the parent knows of this test beside its ranks' results (``more``: what one run of it added)."""
@@ -174,19 +179,19 @@ class TestRun:
             if why:
                 return verdict.skipped(self.test_id, why, verdict.PLACEMENT)
         self.examples += 1
+        plan = restarts.plan_of(self.marks, kwargs)
+        if plan:
+            restarts.check(plan, self.restarts, self.test_id, self.world_size)
+            return restarts.run_attempts(self, kwargs, plan, self.restarts)
         world, reused = worlds.world(self.world_size, self.placement, self.conf)
         self.reused = self.reused and reused
         self.pids = world.pids
         if kwargs is not None:
             kwargs = world.same_example(kwargs, self.test_id)
-        with world.test_files(bool(markers(self.fn)["temp_dir"])) as (temp_dir, file_name):
-            task = Task(module=type(self.test).__module__, module_file=self.module_file,
-                        qualname=type(self.test).__qualname__, method=self.test._testMethodName,
-                        seed=self.conf.seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
-                        fresh_pg=world.pg_suspect, isolate=self.conf.env_changed != "off",
-                        world_size=self.world_size, timeout=self.timeout, test_id=self.test_id,
-                        debug=world.debug_address(), post_mortem=self.conf.pdb,
-                        debugpy=self.conf.ide_port)
+        with world.test_files(bool(self.marks["temp_dir"])) as (temp_dir, file_name):
+            attempt = restarts.launched_attempt() if not worlds.replaceable else 0
+            task = self.task(world, kwargs, temp_dir, file_name, attempt=attempt,
+                             faults=[] if self.marks["restarts"] is not None else None)
             results = world.run(task, self.conf.peer_grace)
         # Every rank sees the same results, so under torchrun every rank rebuilds the group alike.
         world.pg_suspect = any(r.is_bad for r in results)
@@ -208,6 +213,21 @@ class TestRun:
         if any(r.is_bad for r in results):
             self.picture = picture_of(results, self.world_size)
         return verdict.judge(results, self.facts(**altered), kwargs, self.conf.show_output)
+
+    def picture_from(self, results: list[RankResult]) -> analysis.Picture:
+        """A failing run's ranks and collectives as data (the HTML report's picture), for this test's world."""
+        return picture_of(results, self.world_size)
+
+    def task(self, world: Any, kwargs: dict[str, Any] | None, temp_dir: str | None, file_name: str,
+             **more: Any) -> Task:
+        """The test as every rank of ``world`` runs it (``more``: the faults, the attempt and their log)."""
+        return Task(module=type(self.test).__module__, module_file=self.module_file,
+                    qualname=type(self.test).__qualname__, method=self.test._testMethodName,
+                    seed=self.conf.seed, kwargs=kwargs, temp_dir=temp_dir, file_name=file_name,
+                    fresh_pg=world.pg_suspect, isolate=self.conf.env_changed != "off",
+                    world_size=self.world_size, timeout=self.timeout, test_id=self.test_id,
+                    debug=world.debug_address(), post_mortem=self.conf.pdb,
+                    debugpy=self.conf.ide_port, **more)
 
     def triage(self, world: Any, task: Task, earlier: list[triage.Ran], results: list[RankResult]
                ) -> list[RankResult]:
@@ -259,7 +279,8 @@ class TestRun:
         """The test as it ran, for the runner's line and the pytest plugin (the run's notes, by test id)."""
         self.notes.record(TestRecord(self.test_id, self.world_size, self.placement.label if self.examples else "",
                                      self.placement.reason, time.monotonic() - self.started, self.pids,
-                                     self.reused, self.examples, self.triage_line, self.picture))
+                                     self.reused, self.examples, self.triage_line, self.picture,
+                                     self.fault_names, list(self.fault_attempts)))
 
 
 def _unsatisfied(exc: BaseException) -> bool:
@@ -291,6 +312,8 @@ def run_test(test: unittest.TestCase, run: Run, result: Any = None) -> None:
         skip = verdict.before_run(testrun.facts(), world_skip, markers(testrun.fn)["comms"], defined_at(testrun.fn))
         if skip is not None:
             report.report(test, skip, testrun.notes)
+        elif testrun.marks["faults"]:  # before any rank starts: a fault that can never fire is the user's mistake
+            restarts.check(testrun.marks["faults"], testrun.restarts, testrun.test_id, testrun.world_size)
         if testrun.placement.shortfall:  # the run ends by saying so: never a silent move to CPU
             testrun.notes.fallback(testrun.test_id, testrun.placement.device_type == "cpu", testrun.placement.reason)
         drive(test, testrun, testrun.run_once)

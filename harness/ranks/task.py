@@ -19,7 +19,7 @@ import unittest
 from typing import Any
 
 from harness.ranks import debugger, recorder as flight_recorder
-from harness.ranks import cuda_state, isolation
+from harness.ranks import cuda_state, fault_trigger, isolation
 from harness.testing import subtests
 from harness.ranks.capture import Capture
 from harness.ranks.comms import forget_destroyed_groups
@@ -281,6 +281,7 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
     keeper = ctx.keeper
     test: Any = None
     debug_hooks = None
+    trigger = None
     with Capture(ctx.out_path, ctx.conf.output_limit) as cap:
         try:
             cls = _resolve(task)
@@ -307,6 +308,8 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
             if task.debugpy is not None:
                 debugger.wait_for_ide(task.debugpy + ctx.rank, task.test_id, ctx.rank)
             snapshot = isolation.record() if task.isolate else None
+            if task.faults is not None:  # after the record: the environment and torch's functions are put back
+                trigger = fault_trigger.arm(task.faults, ctx.rank, task.attempt, task.fault_log, task.module)
             example = _bound_method(test, task, fn)
             if example is not None:
                 setattr(test, task.method, example)
@@ -348,6 +351,8 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
             if os.getpid() != pid:
                 _end_forked_child(result)
             result.subtests = recorder.outcomes
+            if trigger is not None:
+                result.faults = trigger.disarm()
             if snapshot is not None:
                 result.altered = isolation.restore(snapshot)
             if debug_hooks is not None:

@@ -74,6 +74,10 @@ class Console:
         lines = [f"{count} {LABEL[e.status]:<5} {e.test_id:<{self.width}}  {where:<9} {ws:<5} {e.seconds:7.2f}s{extra}"]
         if e.triage:  # with or without -v: it changes how the outcome reads
             lines.append(f"        triage: {e.triage}")
+        if e.faults:  # a passing test's line names what was injected
+            lines.append(f"        faults: {e.faults}")
+            if self.verbose:
+                lines += [f"        {ln}" for ln in e.attempts]
         if self.verbose:
             if e.why_placed:
                 lines.append(f"        placement: {e.why_placed}")

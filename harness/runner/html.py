@@ -171,6 +171,8 @@ def _test_rows(entries: Sequence[Entry]) -> str:
         link = f'<a href="#f{i}">{_e(e.test_id)}</a>' if e.status in BAD else _e(e.test_id)
         outcome = _outcome(e)
         why = e.triage or (_short(e.reason, 300) if e.status in (Status.SKIPPED, Status.XFAIL, Status.XPASS) else "")
+        if e.faults:
+            why = (why + "; " if why else "") + "faults: " + e.faults
         out.append(f'<tr data-outcome="{_e(outcome)}" data-name="{_e(e.test_id)}"><td>{link}</td>'
                    f'<td class="s-{_e(outcome)}">{_e(outcome.replace("-", " "))}</td><td>{e.seconds:.2f}</td>'
                    f'<td>{_e(e.world_size or "")}</td><td>{_e(e.placement)}</td><td>{_e(why)}</td></tr>')
@@ -257,6 +259,8 @@ def _failure(i: int, e: Entry) -> str:
     bits = [head]
     if e.triage:
         bits.append(f"<p>triage: {_e(e.triage)}</p>")
+    if e.attempts:
+        bits.append(f"<p>faults: {_e(e.faults)}</p><pre>{_e(chr(10).join(e.attempts))}</pre>")
     if e.examples > 1:
         bits.append(f"<p>hypothesis examples run: {e.examples}</p>")
     if e.picture is not None and e.picture.lanes:

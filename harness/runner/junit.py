@@ -54,6 +54,9 @@ def _notes(e: Entry) -> str:
         notes.append(f"placement: {e.placement}, world size {e.world_size} ({e.why_placed})")
     if e.triage:
         notes.append(f"triage: {e.triage}")
+    if e.faults:
+        notes.append(f"faults: {e.faults}")
+        notes += e.attempts
     if e.subtests:
         notes.append(f"subtests: {e.sub_passed} passed, {len(e.sub_failed)} failed, {len(e.sub_skipped)} skipped")
         notes += [f"  skipped {params}: {why}" for params, why in e.sub_skipped]
@@ -81,9 +84,13 @@ def build(entries: Sequence[Entry], wall: float) -> Any:
         notes = _notes(e)
         if notes:
             case.system_out = notes
-        if e.triage:  # as pytest's record_property writes them: <properties> inside the testcase
+        if e.triage or e.faults:  # as pytest's record_property writes them: <properties> inside the testcase
             props = Properties()
-            props.add_property(Property("harness_triage", e.triage))
+            if e.triage:
+                props.add_property(Property("harness_triage", e.triage))
+            if e.faults:
+                props.add_property(Property("harness_faults", e.faults))
+                props.add_property(Property("harness_attempts", "\n".join(e.attempts)))
             case.append(props)
         suite.add_testcase(case)
         for params, kind, text in e.sub_failed:

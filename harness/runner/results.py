@@ -46,6 +46,8 @@ class Entry:
     output: str = ""
     examples: int = 0  # hypothesis examples run (0: not a harness test)
     triage: str = ""  # what checking its failure in fresh ranks found (harness.judging.triage)
+    faults: str = ""  # its injected faults and where each fired (harness.judging.attempts)
+    attempts: list[str] = dataclasses.field(default_factory=list)  # every attempt of a test with faults, in words
     picture: Any = None  # a failure's ranks x collectives (harness.judging.analysis.Picture): the HTML report draws it
     real: bool = True  # False: an import failure or a class/module set-up error, not a test of its own
 
@@ -345,6 +347,8 @@ class RunnerResult(unittest.TestResult):
             entry.why_placed = rec.reason
             entry.examples = rec.examples
             entry.triage = rec.triage
+            entry.faults = rec.faults
+            entry.attempts = list(rec.attempts)
             entry.picture = rec.picture
         self.entries.append(entry)
         self._current = None

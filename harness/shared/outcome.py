@@ -82,6 +82,8 @@ class RankResult:
     #: the raised exception's class and its bases, ``module.qualname`` each (an xfail mark's ``raises=`` is matched
     #: against them in the parent)
     exc_types: tuple[str, ...] = ()
+    #: the test's faults in this rank (harness.ranks.fault_trigger): its collectives counted, what fired; None: none
+    faults: dict[str, Any] | None = None
 
     @property
     def is_bad(self) -> bool:

@@ -62,6 +62,10 @@ class Task:
     debug: str | None = None
     post_mortem: bool = False  # --pdb / HARNESS_PDB: a post-mortem prompt in the first rank to fail
     debugpy: int | None = None  # HARNESS_DEBUGPY: each rank waits for an IDE's debugger on this port + its rank
+    #: the test's faults on purpose (harness.shared.faults), each rank firing its own of this attempt; None: none
+    faults: list[Any] | None = None
+    attempt: int = 0  # which run of the test this is (0: the first; @restarts starts the world again)
+    fault_log: str | None = None  # where a rank notes a fault it fired, before it acts (the same file on every rank)
 
 
 # ---- from a rank --------------------------------------------------------------------------------

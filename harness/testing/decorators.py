@@ -212,8 +212,13 @@ def markers(fn: Any) -> dict[str, Any]:
     comms: Any = False
     temp = False
     gpus = 0
+    faults: list[Any] = []
+    restarts: int | None = None
     for f in _chain(fn):
         comms = comms or getattr(f, _COMMS, False)
         temp = temp or getattr(f, _TEMP, False)
         gpus = max(gpus, getattr(f, _GPUS, 0))
-    return {"comms": comms, "temp_dir": temp, "gpus": gpus}
+        faults += [x for x in getattr(f, "_harness_faults", ()) if not any(x is y for y in faults)]
+        if restarts is None:
+            restarts = getattr(f, "_harness_restarts", None)
+    return {"comms": comms, "temp_dir": temp, "gpus": gpus, "faults": faults, "restarts": restarts}

@@ -147,7 +147,10 @@ class LaunchedJob(World, Worlds):
             torch.set_num_threads(conf.threads)
         store, _, _ = next(dist.rendezvous("env://", self.rank, self.world_size))
         LaunchedJob._joined = True
-        self.store = JobStore(dist.PrefixStore("harness", store))
+        # torchrun's agent may keep its store across --max-restarts: each attempt's keys (the groups' addresses
+        # among them) under a prefix of their own, or a restarted rank reads a dead one's address
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or "0"
+        self.store = JobStore(dist.PrefixStore("harness" if attempt == "0" else f"harness/attempt{attempt}", store))
         self.steps = Steps()  # every rank numbers its steps the same: see Steps for the invariant
         self.run_id = os.environ.get("TORCHELASTIC_RUN_ID", "") or os.environ.get("MASTER_PORT", "")
         self.scratch = tempfile.mkdtemp(prefix=f"harness-torchrun-r{self.rank}-")
