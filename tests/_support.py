@@ -325,6 +325,6 @@ def under_each_front_end(module: str, checks: type, front_ends: dict[str, type |
             "__module__": checks.__module__, "__qualname__": name, "__doc__": doc, "FRONT_END": front_end,
             "RUNNER": runner, "ARGS": front_args + (args or {}).get(front_end, []), "ENV": dict(env or {})})
         if front_end in nightly_only:
-            others = ", ".join(f for f in front_ends if f not in nightly_only)
+            others = ", ".join(f for f in front_ends if f not in nightly_only) or "the module's own CI classes"
             classes[name] = nightly(f"the same checks under {others}")(classes[name])
     return classes

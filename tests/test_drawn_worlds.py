@@ -2,8 +2,8 @@
 smallest world, mesh, placements and shape that fail, with the line that replays it.
 
 The fixture (tests/fixtures/fx_drawn_worlds.py) runs with its own run_tests() and the ``ci`` profile, worlds of
-1 to 3 ranks, and once more under each other front end (one class; the runner and plain unittest in the
-nightly tier alone, to keep CI's cost small). In the nightly tier (``DISTHARNESS_NIGHTLY=1``) the planted bug
+1 to 3 ranks, and once more under each other front end (one class each, in the nightly tier alone, to keep
+CI's cost small). In the nightly tier (``DISTHARNESS_NIGHTLY=1``) the planted bug
 is hunted 10 times under the ``nightly`` profile, each run from new seeds over worlds of 1 to 8 with an
 example database of its own, and the replay line one run prints is pasted into a copy of the fixture and run
 with the command the report gives.
@@ -126,7 +126,7 @@ class _UnderEveryFrontEnd:
 globals().update(under_each_front_end(MODULE, _UnderEveryFrontEnd, {THE_RUNNER: (), PYTEST: (), UNITTEST: ()},
                                       env={"FX_DRAWN_ONLY": "TestCWorldOnly"},
                                       args={THE_RUNNER: ["--verbose"], PYTEST: ["-s"]},
-                                      nightly_only=(THE_RUNNER, UNITTEST)))
+                                      nightly_only=(THE_RUNNER, PYTEST, UNITTEST)))  # TestTheFixture runs it in CI
 
 
 @nightly("drawn worlds on rank processes by TestTheFixture")

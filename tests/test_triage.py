@@ -134,6 +134,7 @@ class TestUnderRunTests(FixtureTestCase):
         self.assertNotIn("FAIL: test_c_expects_an_empty_cache", self.r.stderr)
 
 
+@nightly("triage's findings by TestUnderTheRunner; pytest's sections of the harness by tests.test_pytest_plugin")
 class TestUnderPytest(FixtureTestCase):
     ARGS = ["tests/fixtures/fx_triage.py", "-k", "TestPolluted or TestOwn", "-rA", "-p", "no:cacheprovider",
             "--junit-xml", os.path.join(tempfile.gettempdir(), f"fx-triage-pytest-{os.getpid()}.xml")]

@@ -106,6 +106,9 @@ class TestFaultsBetweenRanks(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("a rank left waiting by a peer whose body ended, stopped after the grace in a pool, by "
+         "tests.test_collectives.TestCollectivesReport ('rank 1 never called #2 all_reduce'); slow ranks never cut "
+         "short, by tests.test_desync; the same fixture under torchrun by tests.test_torchrun.TestPeerLeftUnderTorchrun")
 class TestPeerLeft(FixtureTestCase):
     """tests/fixtures/fx_peer_left.py in a pool, HARNESS_TIMEOUT=60: rank 1's body ended while rank 0 waits in a
     collective rank 1 never called (stopped after HARNESS_PEER_GRACE, not at the timeout); a peer slower than the
