@@ -564,6 +564,9 @@ class LaunchedJob(World, Worlds):
         else:
             write_to_real_stderr(f"\nharness: torchrun stopped the job (signal {signum}) between tests\n")
         self._set_done()
+        # os._exit runs no atexit: tidy here, as every other way out does (torchrun stops a rank that had not
+        # reached its own way out yet when a peer ended the job)
+        shutil.rmtree(self.scratch, ignore_errors=True)
         os._exit(128 + signum)
 
 
