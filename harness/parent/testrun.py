@@ -267,13 +267,14 @@ class TestRun:
     def _fail_later(self, test: Any, text: str) -> None:
         """Fail ``test``, which already ran, in the run's result (unittest's, or the runner's); the pytest plugin
         fails the session instead (an item that is over cannot be failed there)."""
-        if isinstance(self.result, unittest.TestResult):
+        result = getattr(self.result, "wrapped_result", self.result)  # under pytest's marks (parent.pytest_marks)
+        if isinstance(result, unittest.TestResult):
             from harness.shared.errors import RankFailure
 
             try:
                 raise RankFailure(text)
             except RankFailure:
-                self.result.addFailure(test, sys.exc_info())
+                result.addFailure(test, sys.exc_info())
 
     def record(self) -> None:
         """The test as it ran, for the runner's line and the pytest plugin (the run's notes, by test id)."""
