@@ -203,7 +203,8 @@ def _dynamo_dist_per_rank_init(rank: int, world_size: int, backend: str | None =
     In a harness rank the group meets on the test's own rendezvous file (upstream's uses a fixed TCP port,
     6789, which two runs at once would share), on the ranks' device: the accelerator the harness put the rank
     on, else CPU over gloo. ``fake_pg=True``: torch's ``fake`` group (no peers). Elsewhere (a launcher's
-    process) the group meets as upstream's does, through ``MASTER_ADDR``/``MASTER_PORT``.
+    process) the group meets through ``MASTER_ADDR``/``MASTER_PORT`` as the launcher set them (one rank
+    alone takes a free port; upstream's fixed 6789 is never used).
 
     Example::
 
@@ -226,10 +227,19 @@ def _dynamo_dist_per_rank_init(rank: int, world_size: int, backend: str | None =
         elif test is not None and test.file_name is not None:
             store = dist.FileStore(test.file_name, world_size)
             dist.init_process_group(backend=backend, rank=rank, world_size=world_size, store=store)
-        else:
+        elif world_size == 1 or "MASTER_PORT" in os.environ:
+            # one rank alone takes a free port; more meet where the launcher said (a fixed port, upstream's 6789,
+            # would join two runs on one machine into one group)
+            if "MASTER_PORT" not in os.environ:
+                from harness.upstream_modules.common_utils import find_free_port
+
+                os.environ["MASTER_PORT"] = str(find_free_port())
             os.environ.setdefault("MASTER_ADDR", "localhost")
-            os.environ.setdefault("MASTER_PORT", "6789")
             dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+        else:
+            raise RuntimeError(f"_dynamo_dist_per_rank_init(rank={rank}, world_size={world_size}) outside a harness "
+                               "rank needs MASTER_ADDR and MASTER_PORT, as torchrun sets them: launch it with "
+                               "torchrun, or run the test as a harness test (python -m harness)")
     _reset_dynamo()
     try:
         yield
