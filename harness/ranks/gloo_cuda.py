@@ -100,13 +100,13 @@ def _scattered(tensor, reduce_op: str, group_size: int, group_name):
     import torch.distributed as dist
 
     op = _reduce_op(reduce_op)
+    group = _group(group_name)
     source = tensor.detach().to("cpu", copy=True).contiguous()  # reduced in place: never the caller's tensor
     # an all-reduce then this rank's slice: gloo's CPU reduce-scatter of a flat tensor is not in every torch
-    dist.all_reduce(source, op=op, group=_group(group_name))
+    dist.all_reduce(source, op=op, group=group)
     if reduce_op.lower() == "avg":
         source = source / group_size if source.is_floating_point() else source // group_size
-    rank = dist.get_rank(_group(group_name))
-    return torch.chunk(source, group_size)[rank].contiguous().to(tensor.device)
+    return torch.chunk(source, group_size)[dist.get_rank(group)].contiguous().to(tensor.device)
 
 
 def _reduce_scatter(input, reduce_op, group_size, group_name):
