@@ -78,6 +78,24 @@ class TestParentKilled(unittest.TestCase):
             end_run(proc, token, tmpdir)
 
 
+    def test_killed_while_its_ranks_start(self):
+        # Killed the moment its pool's folder exists: the ranks the template was forking never run (their start
+        # pipe is closed), so the template, the run's last process, removes the folder (busy machines hit this).
+        proc, token, tmpdir = start_fixture(["tests.fixtures.fx_fail.TestIHang", "-v"], base_env(HARNESS_TIMEOUT="120"))
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None and not any(
+                    n.startswith("harness-w") for n in os.listdir(tmpdir)):
+                time.sleep(0.001)
+            self.assertIsNone(proc.poll(), "the fixture ended before it could be killed")
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+            self.assertEqual(wait_until_gone(token, grace=15), {}, "processes outlived their killed parent")
+            self.assertEqual(sorted(n for n in os.listdir(tmpdir) if n.startswith("harness-")), [])
+        finally:
+            end_run(proc, token, tmpdir)
+
+
 class TestSuiteCollection(unittest.TestCase):
     """The fixture modules are not tests of this suite for pytest (for unittest: tests/unit/test_suite_layout.py)."""
 

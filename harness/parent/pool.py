@@ -131,6 +131,7 @@ class RankPool(World):
         self.procs: list[Any] = []
         _LIVE.add(self)  # from its first process on, SIGTERM stops it
         ctx, self.spawned_why = template.context(conf.template)
+        template.owns(self.dir)  # removed by the template should the run be killed before its ranks start
         try:
             try:
                 self._start(ctx, threads, conf)

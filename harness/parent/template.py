@@ -38,7 +38,7 @@ import time
 from typing import Any
 
 __all__ = ["PRELOAD", "BY_REQUEST", "RankStart", "context", "warm", "tell", "stop", "broken", "note", "unavailable",
-           "adopt"]
+           "adopt", "owns"]
 
 #: what the template imports once, for every rank it forks (a module it cannot import is left to the rank).
 #: DTensor is here for every test, not only DTensor tests: torch.testing.assert_close (assertEqual) imports
@@ -72,7 +72,10 @@ _lock = threading.Lock()
 _TEMPLATE_PID = -1  # the template's own pid, in the template (set below), so that its fast exit is its own
 #: pid: the template's; tracker: multiprocessing's resource tracker when the template's start started it
 #: list: the file the template waits for (:func:`tell`), None once written
-_state: dict[str, Any] = {"key": None, "broken": "", "noted": False, "pid": None, "tracker": None, "list": None}
+_state: dict[str, Any] = {"key": None, "broken": "", "noted": False, "pid": None, "tracker": None, "list": None,
+                          "run_dir": None}
+#: in the run's temporary folder (the template's ``_RUN["dir"]``): the folders its pools made, one a line
+_OWNED = "harness-owned-folders"
 
 
 def _import_time_env(env: Any = None) -> tuple[tuple[str, str], ...]:
@@ -162,6 +165,7 @@ def _ensure_running() -> None:
     # (a run that ends while the template still imports torch, ``--list``, would already be gone then)
     _state["list"] = os.path.join(util.get_temp_dir(),
                                   f"harness-template-preload-{os.getpid()}-{time.monotonic_ns()}")
+    _state["run_dir"] = util.get_temp_dir()
     os.environ[_IN_TEMPLATE] = "1"
     os.environ[_LIST_VAR] = _state["list"]
     try:
@@ -231,6 +235,24 @@ def tell(wanted: list[str] | None = None) -> None:
         os.replace(path + ".tmp", path)  # whole, or not there
     except OSError:
         pass  # the template goes on when the run's process ends
+
+
+def owns(path: str) -> None:
+    """Tell the template that the run made ``path`` (a pool's folder): should the run be killed (SIGKILL) before
+    its ranks have started, none of them can remove it, and the template, the run's last process, does.
+
+    The ranks of a pool whose run was killed remove its folder themselves (harness.ranks.process); a rank the
+    template was still forking when the run died never runs a line of the harness (it finds its start pipe
+    closed and exits), and the template outlives every rank it forked. Nothing to do where ranks are spawned.
+    """
+    run_dir = _state["run_dir"] if not _state.get("adopted") else _RUN.get("dir")
+    if not run_dir or not os.path.isdir(run_dir):
+        return
+    try:
+        with open(os.path.join(run_dir, _OWNED), "a") as f:
+            f.write(path + "\n")
+    except OSError:
+        pass  # the ranks remove it, as they always have
 
 
 def _await_list() -> None:
@@ -386,11 +408,18 @@ def _exit_now() -> None:
     """The template's exit, once its last rank is gone: at once, without tearing down the modules it
     preloaded (torch's teardown takes about half a second, during which the run would wait for it).
 
-    A run that was killed (SIGKILL) could not remove its temporary folder: the template, its last process,
-    does (only when the run is gone: a live run removes its own)."""
+    A run that was killed (SIGKILL) could not remove its temporary folder, nor the folders of pools whose ranks
+    had not started yet (:func:`owns`): the template, its last process, does (only when the run is gone: a live
+    run removes its own)."""
     if os.getpid() == _TEMPLATE_PID:
         if _RUN and not _alive(_RUN["pid"]):
-            shutil.rmtree(_RUN["dir"], ignore_errors=True)
+            try:
+                with open(os.path.join(_RUN["dir"], _OWNED)) as f:
+                    owned = f.read().splitlines()
+            except OSError:
+                owned = []
+            for path in [*owned, _RUN["dir"]]:
+                shutil.rmtree(path, ignore_errors=True)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
