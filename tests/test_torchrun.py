@@ -90,7 +90,7 @@ class TestStandalone(TorchrunCase):
     def test_rank0_reports_for_every_rank(self):
         # The module's own __main__ (harness.run_tests): under torchrun rank 0 alone prints.
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT,
-                            "-v", "TestLaunched", "TestNeedsFour"], _env(self.tmpdir))
+                            "-v", "TestLaunched", "TestNeedsFour", "TestNeedsARestart"], _env(self.tmpdir))
         text = out.stdout + out.stderr
         self.assertNotEqual(out.returncode, 0, text)  # one test fails on rank 1
         # Rank 0 alone prints the report: each test appears once.
@@ -110,7 +110,10 @@ class TestStandalone(TorchrunCase):
         self.assertEqual(len(paths), 1, text)
         self.assertFalse(os.path.exists(paths.pop()))
         self.assertIn("needs world size 4, torchrun launched 2 ranks", text)
-        self.assertRegex(text, r"Ran 5 tests .*\n\nFAILED \(failures=1, skipped=1\)")
+        # a kill with no torchrun restart left would end the job, and every test after it with it: skipped, saying so
+        self.assertIn("kill(rank=1, op='all_reduce', nth=1) would end this torchrun job, which has no restart left "
+                      "(--max-restarts 0, attempt 0); run torchrun with --max-restarts 1", text)
+        self.assertRegex(text, r"Ran 6 tests .*\n\nFAILED \(failures=1, skipped=2\)")
         self.assertNothingLeft()
 
     def test_hang_ends_the_job_with_stacks(self):

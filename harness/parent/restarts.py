@@ -95,6 +95,15 @@ def launched_attempt() -> int:
         return 0
 
 
+def launched_restarts_left(number: int) -> int | None:
+    """How many more times torchrun's agent would start the job again (``TORCHELASTIC_MAX_RESTARTS`` less the
+    attempt ``number``); None where the variable is not there to say (a launcher other than torchrun)."""
+    try:
+        return int(os.environ["TORCHELASTIC_MAX_RESTARTS"]) - number
+    except (KeyError, ValueError):
+        return None
+
+
 def _read_log(path: str) -> list[dict[str, Any]]:
     try:
         with open(path, encoding="utf-8") as f:
@@ -113,6 +122,14 @@ def run_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault],
     testrun.pids = []
     if not worlds.replaceable:  # torchrun: one attempt here; its agent restarts the job
         number = launched_attempt()
+        ends_job = [f for f in plan if f.kind == "kill" and f.attempt == number]
+        left = launched_restarts_left(number)
+        if ends_job and left is not None and left < 1:
+            # a kill ends this job for good: every later test of the run would be lost with it
+            return verdict.skipped(testrun.test_id, (
+                f"{ends_job[0]} would end this torchrun job, which has no restart left (--max-restarts "
+                f"{number + left}, attempt {number}); run torchrun with --max-restarts {number + 1} or more to "
+                f"run it, as its @restarts({restarts}) does under the runner"), verdict.PLACEMENT)
         world, _ = worlds.world(testrun.world_size, testrun.placement, conf)
         testrun.pids = list(world.pids)
         example = world.same_example(kwargs, testrun.test_id) if kwargs is not None else None
