@@ -36,8 +36,8 @@ step() { local name=$1 limit=$2; shift 2
 }
 step env 20 bash -c "nvidia-smi; git log --oneline -1 2>/dev/null; $PY tools/env_report.py --no-collect-env"
 step suites 60 env HARNESS_DEVICE=auto "$PY" run_tests.py -j "$J" -v --junit-xml "$OUT/suites.xml"
-step torchrun 90 "$PY" -m torch.distributed.run --standalone --nproc-per-node 2 run_tests.py -v
-step all 200 env DISTHARNESS_NIGHTLY=1 HARNESS_DEVICE=auto "$PY" run_tests.py --all -j "$J" --junit-xml "$OUT/all.xml"
+step torchrun 110 "$PY" -m torch.distributed.run --standalone --nproc-per-node 2 run_tests.py -v
+step all 190 env DISTHARNESS_NIGHTLY=1 HARNESS_DEVICE=auto "$PY" run_tests.py --all -j "$J" --junit-xml "$OUT/all.xml"
 if [ -d upstream_samples ]; then
   step upstream 100 "$PY" tools/compare_upstream.py upstream_samples --limit 60 --out "$OUT/upstream"
 else
