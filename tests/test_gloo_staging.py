@@ -3,7 +3,8 @@
 gloo cannot run torch's functional all-gather and reduce-scatter on CUDA tensors (the rank dies with
 SIGSEGV); on shared GPUs the harness runs them through the CPU (harness.ranks.gloo_cuda). The CUDA case
 itself is in tests/test_cuda.py (a GPU machine); here the same kernels, registered for the CPU key in the
-fixture's own processes, are checked against the values each collective must give.
+fixture's own processes, are checked against the values each collective must give, and a recorded trace shows
+each staged collective once, as the user called it (test_recorded_once).
 """
 import unittest
 
@@ -18,7 +19,7 @@ class TestStagedKernels(FixtureTestCase):
 
     def test_each_staged_collective_gives_the_collectives_values(self):
         self.assertEqual(self.r.returncode, 0, self.r.describe())
-        for name in ("test_all_gather", "test_reduce_scatter", "test_dtensor_redistributes"):
+        for name in ("test_all_gather", "test_reduce_scatter", "test_dtensor_redistributes", "test_recorded_once"):
             with self.subTest(name=name):
                 self.assertMatchesReport(rf"^{name} \({MOD}\.TestStaged\.{name}\) \.\.\. ok$")
                 self.assertEqual(self.r.output.count(f"STAGED ok {name} "), 4, self.r.describe())
