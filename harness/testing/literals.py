@@ -6,7 +6,9 @@ of a pool of 4, a runner's ``-j`` processes), and each one's line numbers go sta
 above them. Here the call is found by what does not move when a literal is rewritten: the function it is in
 (its qualified name) and which call of that method it is within the function (counted in the function's
 bytecode, the same order as its source); the file is read, edited with expecttest's own
-``replace_string_literal`` and written under a lock.
+``replace_string_literal`` and written under a lock. A call that pins each device's text in a keyword of its own
+(``cpu=``, ``cuda=``) has only this device's keyword written, added after the call's last argument where it is
+missing; the rest of the call stays byte for byte.
 """
 from __future__ import annotations
 
