@@ -3,7 +3,8 @@
 gloo cannot run torch's functional all-gather and reduce-scatter on CUDA tensors (the rank dies with
 SIGSEGV); on shared GPUs the harness runs them through the CPU (harness.ranks.gloo_cuda). The CUDA case
 itself is in tests/test_cuda.py (a GPU machine); here the same kernels, registered for the CPU key in the
-fixture's own processes, are checked against the values each collective must give.
+fixture's own processes, are checked against the values each collective must give, and a recorded trace shows
+each staged collective once, as the user called it.
 """
 import unittest
 
@@ -22,6 +23,11 @@ class TestStagedKernels(FixtureTestCase):
             with self.subTest(name=name):
                 self.assertMatchesReport(rf"^{name} \({MOD}\.TestStaged\.{name}\) \.\.\. ok$")
                 self.assertEqual(self.r.output.count(f"STAGED ok {name} "), 4, self.r.describe())
+
+    def test_a_staged_collective_is_recorded_once_as_the_users(self):
+        # the trace pinned in the fixture holds: the CPU collectives run inside the staging are not in it
+        self.assertMatchesReport(rf"^test_recorded_once \({MOD}\.TestStaged\.test_recorded_once\) \.\.\. ok$")
+        self.assertEqual(self.r.output.count("STAGED ok test_recorded_once "), 4, self.r.describe())
 
     def test_nothing_left_behind(self):
         self.check_nothing_left()

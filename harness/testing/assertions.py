@@ -367,12 +367,18 @@ class TestCase(expecttest.TestCase):
             _ACCEPTED[where] = actual
         super().assertExpectedInline(actual, expect, skip=skip + 1)
 
-    def assertCollectivesInline(self, record: Any, expect: str, skip: int = 0) -> None:
+    def assertCollectivesInline(self, record: Any, expect: str | None = None, skip: int = 0, **pins: str) -> None:
         """Every rank's collectives in ``record`` (``with harness.record_collectives() as record:``) must read as the
-        pinned text ``expect``: the lines all ranks share once, a ``rank N:`` / ``ranks A-B:`` block where they
-        differ. Call it on every rank, after the record's block. ``EXPECTTEST_ACCEPT=1`` writes the literal
-        (rank 0 alone); a mismatch fails on every rank with the first collective that differs, its ranks, and a
+        pinned text: the lines all ranks share once, a ``rank N:`` / ``ranks A-B:`` block where they differ. Call it
+        on every rank, after the record's block. ``EXPECTTEST_ACCEPT=1`` writes the literal (rank 0 alone); a
+        mismatch fails on every rank with the pin it compared, the first collective that differs, its ranks, and a
         unified diff.
+
+        ``expect`` is one pin for every device. Where the communication truly differs by device, pin each device's
+        instead, keyed by the device type the test's ranks run on: ``cpu=\"\"\"...\"\"\", cuda=\"\"\"...\"\"\"``
+        (``cuda``: one GPU per rank on NCCL and shared GPUs alike). An accepting run writes only its own device's
+        pin, adding the keyword where it is missing, and leaves the others as they are; a device with no pin yet
+        fails, naming the command that writes it.
 
         Example::
 
@@ -384,7 +390,7 @@ class TestCase(expecttest.TestCase):
         """
         __tracebackhide__ = True
         from harness.shared.errors import UsageError
-        from harness.testing import collective_trace, literals
+        from harness.testing import collective_pins, collective_trace, literals
         from harness.testing.collectives import CollectiveRecord
 
         rank = self.__dict__.get("rank", getattr(type(self), "rank", -1))
@@ -393,21 +399,28 @@ class TestCase(expecttest.TestCase):
             raise UsageError(f"{where}: assertCollectivesInline(record, expect) takes the record that `with "
                              f"harness.record_collectives() as record:` gives; got {type(record).__name__} "
                              f"{str(record)[:80]!r}")
-        if not isinstance(expect, str):
-            raise UsageError(f"{where}: assertCollectivesInline's expect is the pinned text, a string literal "
-                             f"(\"\"\"...\"\"\"; empty at first, EXPECTTEST_ACCEPT=1 fills it); got {type(expect).__name__}")
+        device, ran_on = collective_pins.device_of(self)
+        pin = collective_pins.choose(where, expect, pins, device)
         record._usable_in(self)
         traces = record._traces(self)
         actual = collective_trace.render(traces)
+        frame = sys._getframe(1 + skip)
         if os.environ.get("EXPECTTEST_ACCEPT"):
             if record._rank == 0:  # one writer; every rank computed the same text
-                literals.accept(sys._getframe(1 + skip), "assertCollectivesInline", actual, expect, self.fail)
+                line = literals.accept(frame, "assertCollectivesInline", actual, pin.text or "", self.fail,
+                                       keyword=pin.device)
+                if line is not None and pin.device is None and pin.text:
+                    print(f"  (one pin for every device, accepted on {ran_on}: where the communication truly "
+                          "differs by device, pin each device's: cpu=\"\"\"...\"\"\", cuda=\"\"\"...\"\"\")",
+                          flush=True)
             return
-        if actual != expect:
-            raise self.failureException(
-                f"{self.id()}: the collectives differ from the pinned trace; "
-                f"{collective_trace.mismatch(expect, actual, traces)}\n"
-                "To accept the recorded trace, re-run the test with EXPECTTEST_ACCEPT=1 (rank 0 rewrites the literal).")
+        if actual == pin.text:
+            return
+        command = collective_pins.accept_command(frame.f_code.co_filename, self.id())
+        if pin.text is None:
+            raise self.failureException(collective_pins.missing(self.id(), pin, ran_on, actual, command))
+        raise self.failureException(collective_pins.differs(
+            self.id(), pin, ran_on, collective_trace.mismatch(pin.text, actual, traces), command))
 
 
 @contextlib.contextmanager

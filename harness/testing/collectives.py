@@ -4,7 +4,8 @@ Inside ``with record_collectives() as record:`` every collective the rank issues
 seen: the ``c10d`` ops behind ``torch.distributed``'s API (what FSDP, FSDP2 and DDP's reducer call, backward
 hooks included) and the functional collectives DTensor uses. Each one is kept as a line: the op under the
 name the user called (``harness.shared.collective_names``, the same on every backend), its tensors' dtypes and
-shapes, its reduce op or peer, and its group (a device mesh's dimension name, ``world``, or its ranks); a
+shapes, its reduce op or peer, and its group (``world``, a device mesh's dimension name, or its ranks: decided by
+its members and the dimension's name, never by how torch built the group, :func:`group_label`); a
 coalesced call is one block. Nothing in a line depends on addresses, times, or on what earlier tests did in a
 reused rank.
 
@@ -35,7 +36,7 @@ from harness.shared import collective_names
 from harness.shared.errors import UsageError
 from harness.testing.collective_trace import render
 
-__all__ = ["record_collectives", "CollectiveRecord", "Counts", "observe_process_group_call"]
+__all__ = ["record_collectives", "CollectiveRecord", "Counts", "observe_process_group_call", "group_label"]
 
 #: per thread: the records open in it, and how deep it is inside a collective a record is handling
 _local = threading.local()
@@ -113,7 +114,8 @@ class CollectiveRecord:
         self._test = _current_test()
         self._state = "new"  # new -> open -> closed
         self._mode: Any = None
-        self._group_names: dict[str, str] = {}
+        self._group_names: dict[str, str] = {}  # c10d's name of a group -> the name a trace shows (a cache)
+        self._named_ranks: dict[tuple[int, ...], str] = {}  # a given mesh dimension's ranks -> its name
         self._local_ranks: list[int] | None = None  # the simulated ranks (LocalTensorMode), else None
         self._local_depth = 0
         self._unseen = ""
@@ -155,7 +157,7 @@ class CollectiveRecord:
         self._local_depth = len(_local_tensor_modes())
         for mesh in self._meshes:
             for dim, name in enumerate(getattr(mesh, "mesh_dim_names", None) or ()):
-                self._group_names.setdefault(mesh.get_group(dim).group_name, name)
+                self._named_ranks.setdefault(_ranks_of(mesh.get_group(dim)), name)
         # Where no LocalTensorMode can answer collectives above the dispatcher (a real backend), a kernel on each
         # collective op sees them at no cost to any other op; else a dispatch mode, which sees every op.
         simulated = self._local_ranks is not None or dist.get_backend() == "fake"
@@ -465,8 +467,42 @@ def _reduce_name(op: Any) -> str:
     return str(value)
 
 
+def _ranks_of(pg: Any) -> tuple[int, ...]:
+    """The group's members, as global ranks in ascending order."""
+    import torch.distributed as dist
+
+    return tuple(sorted(int(r) for r in dist.get_process_group_ranks(pg)))
+
+
+def group_label(ranks: tuple[int, ...], world_size: int, description: str = "",
+                named: dict[tuple[int, ...], str] | None = None) -> str:
+    """The name a trace shows for a group: decided by its members and a device mesh dimension's name only, never by
+    how torch built it (c10d's counter of group names, whether a mesh reused the default group or made its own).
+
+    1. a dimension of a mesh given to the record (``named``: its members -> its name), by its members: any group
+       with those members reads that name, the default group too;
+    2. every rank of the world: ``world`` (the default group; a 1-D mesh over the whole world, which reuses the
+       default group on CPU and on NCCL and makes one of its own, ``mesh_default``, where CUDA sits beside gloo);
+    3. a device mesh dimension's own group (c10d's description ``mesh_<dim name>``): the dimension's name;
+    4. else its members, ``ranks [0, 2]``.
+
+    Example::
+
+        group_label((0, 1), 2, "mesh_default")    # 'world'
+        group_label((0, 1), 4, "mesh_dp")         # 'dp'
+        group_label((0, 2), 4, "")                # 'ranks [0, 2]'
+    """
+    if named and ranks in named:
+        return named[ranks]
+    if ranks == tuple(range(world_size)):
+        return "world"
+    if description.startswith("mesh_") and description != "mesh_default":
+        return description[len("mesh_"):]
+    return "ranks [" + ", ".join(str(r) for r in ranks) + "]"
+
+
 def _group_of(record: CollectiveRecord, group: Any) -> tuple[Any, str]:
-    """(the ProcessGroup, the name a trace shows for it)."""
+    """(the ProcessGroup, the name a trace shows for it: :func:`group_label`)."""
     import torch.distributed as dist
 
     c10d = dist.distributed_c10d
@@ -480,15 +516,8 @@ def _group_of(record: CollectiveRecord, group: Any) -> tuple[Any, str]:
     shown = record._group_names.get(name)
     if shown is not None:
         return pg, shown
-    default = c10d._world.default_pg
-    if default is not None and (pg is default or name == default.group_name):
-        shown = "world"
-    else:
-        desc = str(getattr(pg, "group_desc", "") or "")
-        if desc.startswith("mesh_"):
-            shown = desc[len("mesh_"):]
-        else:
-            shown = "ranks [" + ", ".join(str(r) for r in dist.get_process_group_ranks(pg)) + "]"
+    shown = group_label(_ranks_of(pg), dist.get_world_size(), str(getattr(pg, "group_desc", "") or ""),
+                        record._named_ranks)
     record._group_names[name] = shown
     return pg, shown
 
@@ -658,10 +687,11 @@ def observe_process_group_call(method: str, group: Any, inputs: Any, outputs: An
 def record_collectives(*meshes: Any) -> CollectiveRecord:
     """Record the collectives this rank issues inside the block, in call order.
 
-    ``meshes``: device meshes whose dimension names a trace shows for their groups (a 1-D mesh over the whole
-    world uses the default group, shown as ``world`` otherwise). Every rank records its own; compare them all
-    with ``self.assertCollectivesInline(record, \"\"\"...\"\"\")`` after the block (``EXPECTTEST_ACCEPT=1`` writes
-    the literal).
+    ``meshes``: device meshes whose dimension names a trace shows for every group with a dimension's members, the
+    default group included (without them a group over the whole world reads ``world``, a mesh dimension's own
+    group over fewer ranks its name: :func:`group_label`). Every rank records its own; compare them all with
+    ``self.assertCollectivesInline(record, \"\"\"...\"\"\")`` after the block (``EXPECTTEST_ACCEPT=1`` writes the
+    literal; ``cpu=\"\"\"...\"\"\", cuda=\"\"\"...\"\"\"`` pins each device's where they differ).
 
     Example::
 

@@ -6,7 +6,9 @@ of a pool of 4, a runner's ``-j`` processes), and each one's line numbers go sta
 above them. Here the call is found by what does not move when a literal is rewritten: the function it is in
 (its qualified name) and which call of that method it is within the function (counted in the function's
 bytecode, the same order as its source); the file is read, edited with expecttest's own
-``replace_string_literal`` and written under a lock.
+``replace_string_literal`` and written under a lock. A call that pins each device's text in a keyword of its own
+(``cpu=``, ``cuda=``) has only this device's keyword written, added after the call's last argument where it is
+missing; the rest of the call stays byte for byte.
 """
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from typing import Any
 
 __all__ = ["accept"]
 
-#: (file, line of the call as compiled) -> the value this process accepted there
-_ACCEPTED: dict[tuple[str, int], str] = {}
+#: (file, line of the call as compiled, the keyword of a device's pin or None) -> the value this process accepted there
+_ACCEPTED: dict[tuple[str, int, str | None], str] = {}
 
 
 def _ordinal(frame: Any, method: str) -> int:
@@ -73,8 +75,13 @@ def _literal(actual: str) -> str:
     return text
 
 
-def _rewrite(path: str, qualname: str, ordinal: int, method: str, actual: str) -> int | None:
-    """Write ``actual`` as the literal of that call; its line (now), or None where the call cannot be found."""
+def _rewrite(path: str, qualname: str, ordinal: int, method: str, actual: str,
+             keyword: str | None = None) -> int | None:
+    """Write ``actual`` as the literal of that call; its line (now), or None where the call cannot be found.
+
+    ``keyword``: the literal of that keyword argument (a device's pin), added after the call's last argument where
+    the call has none; every other argument is left byte for byte. None: the call's second positional argument
+    (or ``expect=``)."""
     import fcntl
 
     import expecttest
@@ -89,11 +96,22 @@ def _rewrite(path: str, qualname: str, ordinal: int, method: str, actual: str) -
             if not 0 <= ordinal < len(calls):
                 return None
             call = calls[ordinal]
-            node = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "expect"),
-                                                                  None)
+            lines = src.splitlines(keepends=True)
+            if keyword is None:
+                node = call.args[1] if len(call.args) > 1 else next(
+                    (k.value for k in call.keywords if k.arg == "expect"), None)
+            else:
+                node = next((k.value for k in call.keywords if k.arg == keyword), None)
+                if node is None:  # this device has no pin yet: add it after the last argument
+                    last = max([*call.args, *(k.value for k in call.keywords)],
+                               key=lambda n: (n.end_lineno, n.end_col_offset))
+                    at = _offset(lines, last.end_lineno, last.end_col_offset)
+                    f.seek(0)
+                    f.truncate(0)
+                    f.write(src[:at] + f", {keyword}=" + _literal(actual) + src[at:])
+                    return last.end_lineno
             if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
                 return None
-            lines = src.splitlines(keepends=True)
             start = _offset(lines, node.lineno, node.col_offset)
             end = _offset(lines, node.end_lineno, node.end_col_offset)
             old = src[start:end]
@@ -108,29 +126,36 @@ def _rewrite(path: str, qualname: str, ordinal: int, method: str, actual: str) -
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def accept(frame: Any, method: str, actual: str, expect: str, fail: Any) -> None:
-    """Under ``EXPECTTEST_ACCEPT``: make the literal of the call of ``method`` that ``frame`` executes say ``actual``.
+def accept(frame: Any, method: str, actual: str, expect: str, fail: Any, keyword: str | None = None) -> int | None:
+    """Under ``EXPECTTEST_ACCEPT``: make the literal of the call of ``method`` that ``frame`` executes say ``actual``
+    (``keyword``: that keyword argument's literal, added where the call has none). The line written, or None where
+    nothing was written (the literal already says it, or this call was accepted before in this process).
 
     The same call again in this process (a loop, the next hypothesis example, the next test of a reused rank)
     must give the same value: ``fail(message)`` otherwise.
     """
     path = frame.f_code.co_filename
-    where = (path, frame.f_lineno)
+    where = (path, frame.f_lineno, keyword)
     if where in _ACCEPTED:
         if _ACCEPTED[where] != actual:
             fail(f"one {method} call at {path}:{frame.f_lineno}, different values in one accepting run:\n"
                  f"{_ACCEPTED[where]}\n---\n{actual}")
-        return
+        return None
     _ACCEPTED[where] = actual
     if actual == expect:
-        return
+        return None
     qualname = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
     line = None
     if os.path.isfile(path):
-        line = _rewrite(path, qualname, _ordinal(frame, method), method, actual)
+        line = _rewrite(path, qualname, _ordinal(frame, method), method, actual, keyword)
+    if line is None and keyword is not None:
+        fail(f"EXPECTTEST_ACCEPT: the {method} call at {path}:{frame.f_lineno} was not found in the file as it is "
+             f"now, so its {keyword}= pin cannot be written; write it by hand:\n{keyword}={_literal(actual)}")
+        return None
     if line is None:  # not found by name: expecttest's own way, by line number
         import expecttest
 
         expecttest.assert_expected_inline(actual, expect, pos=expecttest.PositionInfo(path, frame.f_lineno))
-        return
-    print(f"Accepting new output at {path}:{line}", flush=True)
+        return frame.f_lineno
+    print(f"Accepting new output at {path}:{line}" + (f" ({keyword}=)" if keyword else ""), flush=True)
+    return line

@@ -1,5 +1,6 @@
 """The pure parts of pinned collectives: the names table, the ranks' traces as one text and back, the first
-difference, and the literal found in a file another process already edited. No process is started."""
+difference, the literal found in a file another process already edited (a device's pin written alone), which pin
+a trace is compared with, and a group's name in a trace. No process is started."""
 from __future__ import annotations
 
 import os
@@ -8,8 +9,10 @@ import textwrap
 import unittest
 
 from harness.shared import collective_names
-from harness.testing import literals
+from harness.shared.errors import UsageError
+from harness.testing import collective_pins, literals
 from harness.testing.collective_trace import NOTHING, first_difference, mismatch, parse, rank_ranges, render
+from harness.testing.collectives import group_label
 
 SEND = "send(float32[4], to=1) on world"
 RECV = "recv(from=0) -> float32[4] on world"
@@ -111,6 +114,98 @@ class TestLiteralFoundByItsPlace(unittest.TestCase):
             self.assertIn('self.assertCollectivesInline(record, """\\\nw\n""")', text)
             self.assertTrue(text.rstrip().endswith('self.assertCollectivesInline(record, """\\\nz\n""")'))
             self.assertIsNone(literals._rewrite(path, "TestX.test_c", 0, "assertCollectivesInline", "q"))
+
+    def test_a_device_pin_is_written_alone_and_added_where_missing(self) -> None:
+        """Accepting one device's pin rewrites (or adds) that keyword's literal only: every other device's pin is
+        kept byte for byte, however it is written."""
+        source = (
+            'class TestX:\n'
+            '    def test_a(self):\n'
+            '        self.assertCollectivesInline(record, cpu="""""", cuda="""\\\n'
+            'kept   exactly\n'
+            '""")\n'
+            '\n'
+            '    def test_b(self):\n'
+            '        self.assertCollectivesInline(\n'
+            '            record,\n'
+            '            cuda=\'foreign\\n\',  # a comment kept too\n'
+            '        )\n')
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "t.py")
+            with open(path, "w") as f:
+                f.write(source)
+            self.assertEqual(literals._rewrite(path, "TestX.test_a", 0, "assertCollectivesInline", "x\n", "cpu"),
+                             3)
+            self.assertEqual(literals._rewrite(path, "TestX.test_b", 0, "assertCollectivesInline", "y\n", "cpu"),
+                             12)
+            with open(path) as f:
+                text = f.read()
+            compile(text, path, "exec")
+            self.assertIn('self.assertCollectivesInline(record, cpu="""\\\nx\n""", cuda="""\\\nkept   exactly\n""")',
+                          text)
+            self.assertIn("            cuda='foreign\\n', cpu=\"\"\"\\\ny\n\"\"\",  # a comment kept too\n        )\n",
+                          text)
+            # the pin of test_b's call now there is rewritten in place, the foreign one still untouched
+            self.assertEqual(literals._rewrite(path, "TestX.test_b", 0, "assertCollectivesInline", "z\n", "cpu"),
+                             12)
+            with open(path) as f:
+                self.assertIn("cuda='foreign\\n', cpu=\"\"\"\\\nz\n\"\"\",", f.read())
+
+
+class TestPins(unittest.TestCase):
+    """Which pin a trace is compared with, and the words of a pin missing or different."""
+
+    def test_the_device_pin_and_the_one_for_every_device(self) -> None:
+        pin = collective_pins.choose("t.T.test", None, {"cpu": "a\n", "cuda": "b\n"}, "cuda")
+        self.assertEqual((pin.text, pin.device, pin.others), ("b\n", "cuda", ("cpu",)))
+        self.assertEqual(collective_pins.choose("t.T.test", "a\n", {}, "cuda").device, None)
+        self.assertIsNone(collective_pins.choose("t.T.test", None, {"cuda": "b\n"}, "cpu").text)
+        self.assertIsNone(collective_pins.choose("t.T.test", None, {"cpu": "", "cuda": "b\n"}, "cpu").text)
+
+    def test_mistakes_name_the_test_and_the_fix(self) -> None:
+        for expect, pins, words in (("a", {"cuda": "b"}, "not both"), (None, {"gpu": "b"}, "gpu=...): a pin is keyed "
+                                                                         "by a device type, one of cpu=, cuda="),
+                                    (None, {}, "without a pin"), (None, {"cpu": 3}, "cpu is a pinned text")):
+            with self.assertRaises(UsageError) as caught:
+                collective_pins.choose("t.T.test_x [rank 0]", expect, pins, "cpu")
+            self.assertIn("t.T.test_x [rank 0]: assertCollectivesInline", str(caught.exception))
+            self.assertIn(words, str(caught.exception))
+
+    def test_a_missing_pin_names_the_accept_command(self) -> None:
+        command = collective_pins.accept_command(os.path.join(os.getcwd(), "tests", "t.py"), "t.TestX.test_y")
+        self.assertEqual(command, f"EXPECTTEST_ACCEPT=1 python -m harness {os.path.join('tests', 't.py')} "
+                                  "-k TestX.test_y")
+        pin = collective_pins.Pin(None, "cpu", ("cuda",))
+        text = collective_pins.missing("t.TestX.test_y", pin, "cpu/gloo", "a\n", command)
+        self.assertEqual(text, "t.TestX.test_y: no cpu pin yet (it ran on cpu/gloo; its pins: cuda); the recorded "
+                               f"trace:\na\nTo pin it, run on this machine: {command} (rank 0 writes "
+                               "cpu=\"\"\"...\"\"\" into the call and keeps the cuda pin)")
+
+    def test_a_mismatch_says_which_pin_it_compared(self) -> None:
+        pin = collective_pins.Pin("a\n", "cuda", ("cpu",))
+        text = collective_pins.differs("t.TestX.test_y", pin, "cuda-shared/gloo", "first difference: ...", "CMD")
+        self.assertTrue(text.startswith("t.TestX.test_y: the collectives differ from the cuda pin, compared on "
+                                        "cuda-shared/gloo; first difference: ...\n"), text)
+        self.assertIn("as the cuda pin (the cpu pin kept as they are), run on this machine: CMD", text)
+
+
+class TestGroupLabel(unittest.TestCase):
+    """A group's name in a trace: its members and a mesh dimension's name, never how torch built it."""
+
+    def test_every_rank_of_the_world_reads_world_however_the_group_was_made(self) -> None:
+        # the default group; a 1-D mesh's own group over the world (CUDA beside gloo); a mesh dimension over it
+        for description in ("default_pg", "mesh_default", "mesh_dp", "", "undescribed"):
+            self.assertEqual(group_label((0, 1, 2, 3), 4, description), "world", description)
+
+    def test_a_proper_subset_keeps_its_mesh_dimension_name_else_its_ranks(self) -> None:
+        self.assertEqual(group_label((0, 2), 4, "mesh_dp"), "dp")
+        self.assertEqual(group_label((1,), 2, "mesh_dim_0"), "dim_0")
+        self.assertEqual(group_label((0, 2), 4, ""), "ranks [0, 2]")
+
+    def test_a_mesh_given_to_the_record_names_every_group_with_its_members(self) -> None:
+        named = {(0, 1): "tp", (0,): "dp"}
+        self.assertEqual(group_label((0, 1), 2, "default_pg", named), "tp")
+        self.assertEqual(group_label((0,), 2, "mesh_dp", named), "dp")
 
 
 if __name__ == "__main__":
