@@ -124,14 +124,14 @@ class RankPool(World):
         self.world_size = world_size
         self.placement = placement
         self.output_limit = conf.output_limit
-        self.dir = tempfile.mkdtemp(prefix=f"harness-w{world_size}-{placement.kind}-")
         self.broken = False
         self.pg_suspect = False
         self.conns: list[Any] = []
         self.procs: list[Any] = []
-        _LIVE.add(self)  # from its first process on, SIGTERM stops it
         ctx, self.spawned_why = template.context(conf.template)
-        template.owns(self.dir)  # removed by the template should the run be killed before its ranks start
+        # removed by the template should the run be killed before its ranks start
+        self.dir = template.owned_dir(f"harness-w{world_size}-{placement.kind}-")
+        _LIVE.add(self)  # from its first process on, SIGTERM stops it
         try:
             try:
                 self._start(ctx, threads, conf)

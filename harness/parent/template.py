@@ -30,15 +30,17 @@ import multiprocessing.context
 import multiprocessing.forkserver
 import multiprocessing.reduction
 import os
+import secrets
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
 
 __all__ = ["PRELOAD", "BY_REQUEST", "RankStart", "context", "warm", "tell", "stop", "broken", "note", "unavailable",
-           "adopt", "owns"]
+           "adopt", "owned_dir"]
 
 #: what the template imports once, for every rank it forks (a module it cannot import is left to the rank).
 #: DTensor is here for every test, not only DTensor tests: torch.testing.assert_close (assertEqual) imports
@@ -237,22 +239,31 @@ def tell(wanted: list[str] | None = None) -> None:
         pass  # the template goes on when the run's process ends
 
 
-def owns(path: str) -> None:
-    """Tell the template that the run made ``path`` (a pool's folder): should the run be killed (SIGKILL) before
-    its ranks have started, none of them can remove it, and the template, the run's last process, does.
+def owned_dir(prefix: str) -> str:
+    """A new folder for the run (a pool's: ``tempfile.mkdtemp``'s place and mode), named to the template before it
+    exists: should the run be killed (SIGKILL) before its ranks have started, none of them can remove it, and the
+    template, the run's last process, does.
 
     The ranks of a pool whose run was killed remove its folder themselves (harness.ranks.process); a rank the
     template was still forking when the run died never runs a line of the harness (it finds its start pipe
-    closed and exits), and the template outlives every rank it forked. Nothing to do where ranks are spawned.
+    closed and exits), and the template outlives every rank it forked. Where ranks are spawned, nobody outlives
+    the run to remove it.
     """
-    run_dir = _state["run_dir"] if not _state.get("adopted") else _RUN.get("dir")
-    if not run_dir or not os.path.isdir(run_dir):
-        return
-    try:
-        with open(os.path.join(run_dir, _OWNED), "a") as f:
-            f.write(path + "\n")
-    except OSError:
-        pass  # the ranks remove it, as they always have
+    run_dir = _RUN.get("dir") if _state.get("adopted") else _state["run_dir"]
+    for _ in range(100):
+        path = os.path.join(tempfile.gettempdir(), prefix + secrets.token_hex(4))
+        if run_dir and os.path.isdir(run_dir):
+            try:
+                with open(os.path.join(run_dir, _OWNED), "a") as f:
+                    f.write(path + "\n")  # before the folder exists: no moment at which a kill leaves it unnamed
+            except OSError:
+                pass  # the ranks remove it, as they always have
+        try:
+            os.mkdir(path, 0o700)
+            return path
+        except FileExistsError:
+            continue
+    return tempfile.mkdtemp(prefix=prefix)
 
 
 def _await_list() -> None:
@@ -409,7 +420,7 @@ def _exit_now() -> None:
     preloaded (torch's teardown takes about half a second, during which the run would wait for it).
 
     A run that was killed (SIGKILL) could not remove its temporary folder, nor the folders of pools whose ranks
-    had not started yet (:func:`owns`): the template, its last process, does (only when the run is gone: a live
+    had not started yet (:func:`owned_dir`): the template, its last process, does (only when the run is gone: a live
     run removes its own)."""
     if os.getpid() == _TEMPLATE_PID:
         if _RUN and not _alive(_RUN["pid"]):
