@@ -72,7 +72,7 @@ class TestRanksShareTheGpus(_NeedsAGpu):
     def test_collectives_and_fsdp2_run_on_cuda_tensors_over_gloo(self):
         self.assertEqual(self.r.returncode, 0, self.r.describe())
         for name in ("test_collectives_on_cuda_tensors", "test_fsdp2_trains",
-                     "test_dtensor_full_tensor_and_redistribute"):
+                     "test_dtensor_full_tensor_and_redistribute", "test_every_collective_on_cuda_tensors"):
             with self.subTest(name=name):
                 self.assertMatchesReport(rf"^{name} \({MOD}\.TestEShared\.{name}\) \.\.\. ok$")
         rows = [row for row in self.r.rank_lines("WHERE") if row["test"] == "shared"]

@@ -18,7 +18,7 @@ class TestStagedKernels(FixtureTestCase):
 
     def test_each_staged_collective_gives_the_collectives_values(self):
         self.assertEqual(self.r.returncode, 0, self.r.describe())
-        for name in ("test_all_gather", "test_reduce_scatter", "test_dtensor_redistributes"):
+        for name in ("test_all_gather", "test_reduce_scatter", "test_every_collective", "test_dtensor_redistributes"):
             with self.subTest(name=name):
                 self.assertMatchesReport(rf"^{name} \({MOD}\.TestStaged\.{name}\) \.\.\. ok$")
                 self.assertEqual(self.r.output.count(f"STAGED ok {name} "), 4, self.r.describe())
