@@ -49,10 +49,13 @@ def pretend_device_count(count: int) -> Iterator[None]:
 
 
 # What a rank says when the test hard-codes CUDA (or pinned memory, or NCCL) and runs on a CPU build, or on
-# a CUDA build on a machine without GPUs (no driver: NCCL, streams and device indices fail in their own words).
+# a CUDA build on a machine without GPUs (no driver: NCCL, streams and device indices fail in their own words;
+# a driver with its GPUs hidden, CUDA_VISIBLE_DEVICES="": torch 2.11 and later raise AcceleratorError with CUDA's
+# own cudaErrorNoDevice text, "CUDA error: no CUDA-capable device is detected").
 _NEEDS_CUDA = re.compile(
     r"Torch not compiled with CUDA enabled|"
     r"Found no NVIDIA driver|No CUDA GPUs are available|requires CUDA support|"
+    r"no CUDA-capable device is detected|cudaErrorNoDevice|CUDA driver initialization failed|"
     r"nccl2? requires at least one CUDA device|ProcessGroupNCCL is only supported with GPUs|"
     r"CUDA driver version is insufficient for CUDA runtime version|"
     r"number of accelerators available: 0\b|"
