@@ -28,7 +28,7 @@ step() { local name=$1 limit=$2; shift 2
   echo "=== $name: rc=$rc in $((SECONDS - t0)) s"; tail -n 25 "$OUT/$name.log"
 }
 step env 30 bash -c "nvidia-smi; $PY tools/env_report.py --no-collect-env"
-step cuda 100 env DISTHARNESS_NIGHTLY=1 "$PY" run_tests.py tests/test_cuda.py tests/test_gloo_staging.py tests/test_torchrun.py tests/unit/test_cuda_state.py -j "$J" -v \
+step cuda 100 env DISTHARNESS_NIGHTLY=1 "$PY" run_tests.py tests/test_cuda.py tests/test_gloo_staging.py tests/test_torch_caches.py tests/test_torchrun.py tests/unit/test_cuda_state.py -j "$J" -v \
   --junit-xml "$OUT/cuda.xml"
 step suites 70 "$PY" run_tests.py -j "$J" -v --junit-xml "$OUT/suites.xml"
 step bench 170 "$PY" tools/bench_placement.py -- -j "$J"
