@@ -1,9 +1,12 @@
-"""Functional all-gathers and reduce-scatters staged through the CPU, as ranks on shared GPUs run them.
+"""Functional all-gathers and reduce-scatters, sends and receives staged through the CPU, as ranks on shared GPUs
+run them.
 
 gloo cannot run torch's functional all-gather and reduce-scatter on CUDA tensors (the rank dies with
 SIGSEGV); on shared GPUs the harness runs them through the CPU (harness.ranks.gloo_cuda). The CUDA case
 itself is in tests/test_cuda.py (a GPU machine); here the same kernels, registered for the CPU key in the
-fixture's own processes, are checked against the values each collective must give.
+fixture's own processes, are checked against the values each collective must give. So are the staged sends and
+receives (gloo hands CUDA pointers to its transport as host memory), with the point-to-point, scatter, gather,
+all-to-all and object collectives of real files around them.
 """
 import unittest
 
