@@ -1,4 +1,4 @@
-"""Functional all-gathers and reduce-scatters of CUDA tensors over gloo, staged through the CPU.
+"""Functional all-gathers and reduce-scatters, sends and receives of CUDA tensors over gloo, staged through the CPU.
 
 Ranks that share a GPU talk over gloo, which carries CUDA tensors in its eager collectives
 (``dist.all_gather_into_tensor``, ``dist.reduce_scatter_tensor``, ``dist.all_reduce``, ...), but not in the
