@@ -5,6 +5,7 @@ Where a test runs and on which backend is decided in ``harness.shared.placement`
 from __future__ import annotations
 
 import datetime
+import functools
 import threading
 from typing import Any, Callable
 
@@ -166,7 +167,15 @@ def _forget_in_autograd_device_thread(torch: Any) -> None:
     """
     if not torch.cuda.is_available() or not torch.cuda.is_initialized():
         return
-    clear = torch._C._clear_DTensor_sharding_propagator_cache
+    x = torch.zeros(1, device=torch.device("cuda", torch.cuda.current_device()), requires_grad=True)
+    _clear_in_backward().apply(x).sum().backward()
+
+
+@functools.cache
+def _clear_in_backward() -> Any:
+    """An autograd function whose backward clears the calling thread's C++ sharding-propagation cache (made once:
+    each class made costs autograd a class of its own)."""
+    import torch
 
     class ClearInBackward(torch.autograd.Function):
         @staticmethod
@@ -175,11 +184,10 @@ def _forget_in_autograd_device_thread(torch: Any) -> None:
 
         @staticmethod
         def backward(ctx: Any, grad: Any) -> Any:
-            clear()  # in autograd's thread for the device
+            torch._C._clear_DTensor_sharding_propagator_cache()  # in autograd's thread for the device
             return grad
 
-    x = torch.zeros(1, device=torch.device("cuda", torch.cuda.current_device()), requires_grad=True)
-    ClearInBackward.apply(x).sum().backward()
+    return ClearInBackward
 
 
 def _reset_group_names() -> None:
