@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import time
@@ -387,9 +388,18 @@ def _let_go(test: Any, collector: "_RankResultCollector | None") -> None:
     for _, exc in collector.problems:
         while exc is not None and id(exc) not in seen:
             seen.add(id(exc))
-            traceback.clear_frames(exc.__traceback__)
+            for frame, _ in traceback.walk_tb(exc.__traceback__):
+                if frame.f_code.co_flags & _SUSPENDABLE:
+                    continue  # a generator's frame may be suspended, not over: clearing it would close it
+                try:
+                    frame.clear()
+                except RuntimeError:  # still executing
+                    pass
             exc = exc.__cause__ or exc.__context__
     collector.problems.clear()
+
+
+_SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 def _end_forked_child(result: RankResult) -> None:
