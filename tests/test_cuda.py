@@ -5,7 +5,7 @@ which errors are sticky and what is reported, have fast tests in tests/unit/test
 """
 import unittest
 
-from tests._support import FixtureTestCase, gpus
+from tests._support import FixtureTestCase, base_env, gpus, run_fixture
 
 MOD = "tests.fixtures.fx_cuda"
 
@@ -72,7 +72,7 @@ class TestRanksShareTheGpus(_NeedsAGpu):
     def test_collectives_and_fsdp2_run_on_cuda_tensors_over_gloo(self):
         self.assertEqual(self.r.returncode, 0, self.r.describe())
         for name in ("test_collectives_on_cuda_tensors", "test_fsdp2_trains",
-                     "test_dtensor_full_tensor_and_redistribute"):
+                     "test_dtensor_full_tensor_and_redistribute", "test_every_collective_on_cuda_tensors"):
             with self.subTest(name=name):
                 self.assertMatchesReport(rf"^{name} \({MOD}\.TestEShared\.{name}\) \.\.\. ok$")
         rows = [row for row in self.r.rank_lines("WHERE") if row["test"] == "shared"]
@@ -87,6 +87,31 @@ class TestRanksShareTheGpus(_NeedsAGpu):
 
     def test_nothing_left_behind(self):
         self.check_nothing_left()
+
+
+class TestTriedOnSharedGpus(_NeedsAGpu):
+    """A test written for a GPU per rank, on fewer GPUs: upstream skips it; under auto the harness tries it on the
+    GPUs the ranks share and, where it fails for that, reports the skip upstream would, saying what broke."""
+    ARGS = [f"{MOD}.TestFTriedShared", "-v"]
+    ENV = {"HARNESS_DEVICE": "auto", "CUDA_VISIBLE_DEVICES": None}
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if gpus() >= 4:
+            raise unittest.SkipTest("needs a machine with 1 to 3 GPUs: with 4 the test gets one GPU per rank")
+        super().setUpClass()
+
+    def test_a_failure_on_shared_gpus_is_the_skip_upstream_gives(self):
+        self.assertEqual(self.r.returncode, 0, self.r.describe())
+        self.assertMatchesReport(r"^test_a_gpu_per_rank \(.*\) \.\.\. skipped [\"']needs 4 GPUs \(skip_if_lt_x_gpu\(4\)\); "
+                                 rf"tried on {gpus()} GPUs? its ranks shared for want of them: rank \d: ")
+        self.assertMatchesReport(r"asked for GPUs and failed when tried on GPUs their ranks shared for want of them")
+
+    def test_strict_cuda_shared_keeps_it_a_failure(self):
+        run = run_fixture(self.ARGS, base_env(HARNESS_DEVICE="cuda-shared", CUDA_VISIBLE_DEVICES=None))
+        self.assertNotEqual(run.returncode, 0, run.describe())
+        self.assertRegex(run.output, r"test_a_gpu_per_rank \[rank \d/4\] (raised|failed) on cuda-shared/gloo")
+        self.assertRegex(run.output, r"Note: this test asks for 4 GPUs \(skip_if_lt_x_gpu\(4\)\) and ran on")
 
 
 if __name__ == "__main__":

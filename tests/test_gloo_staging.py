@@ -1,10 +1,13 @@
-"""Functional all-gathers and reduce-scatters staged through the CPU, as ranks on shared GPUs run them.
+"""Functional all-gathers and reduce-scatters, sends and receives staged through the CPU, as ranks on shared GPUs
+run them.
 
 gloo cannot run torch's functional all-gather and reduce-scatter on CUDA tensors (the rank dies with
 SIGSEGV); on shared GPUs the harness runs them through the CPU (harness.ranks.gloo_cuda). The CUDA case
 itself is in tests/test_cuda.py (a GPU machine); here the same kernels, registered for the CPU key in the
-fixture's own processes, are checked against the values each collective must give, and a recorded trace shows
-each staged collective once, as the user called it.
+fixture's own processes, are checked against the values each collective must give. So are the staged sends and
+receives (gloo hands CUDA pointers to its transport as host memory), with the point-to-point, scatter, gather,
+all-to-all and object collectives of real files around them; a recorded trace shows each staged collective
+once, as the user called it.
 """
 import unittest
 
@@ -19,7 +22,7 @@ class TestStagedKernels(FixtureTestCase):
 
     def test_each_staged_collective_gives_the_collectives_values(self):
         self.assertEqual(self.r.returncode, 0, self.r.describe())
-        for name in ("test_all_gather", "test_reduce_scatter", "test_dtensor_redistributes"):
+        for name in ("test_all_gather", "test_reduce_scatter", "test_every_collective", "test_dtensor_redistributes"):
             with self.subTest(name=name):
                 self.assertMatchesReport(rf"^{name} \({MOD}\.TestStaged\.{name}\) \.\.\. ok$")
                 self.assertEqual(self.r.output.count(f"STAGED ok {name} "), 4, self.r.describe())

@@ -118,6 +118,21 @@ class TestFailEnvChanged(FixtureTestCase):
         self.check_nothing_left()
 
 
+class TestAFailedTestsLocalsGoWithIt(FixtureTestCase):
+    """A failure's traceback holds the test's frames: what they held (on a GPU, the tensors an out-of-memory
+    error left in the test's frame) must not reach the next test, nor count as memory the test left
+    referenced (which would replace the ranks)."""
+    ARGS = [f"{MOD}.TestFFrames", "-v"]
+
+    def test_the_next_test_finds_it_freed_in_the_same_ranks(self):
+        self.assertMatchesReport(rf"^test_1_fails_holding_memory \(.*\) \.\.\. ERROR$")
+        self.assertMatchesReport(rf"^test_2_its_locals_are_gone \({MOD}\.TestFFrames\.test_2_its_locals_are_gone\) "
+                                 r"\.\.\. ok$")
+        self.assertEqual(sorted(row["rank"] for row in self.r.rank_lines("FX-STATE-FREED")), ["0", "1"],
+                         self.r.describe())
+        self.assertNotIn("altered the process", self.r.output)
+
+
 @nightly("hang stacks by tests.test_failures")
 class TestStacksAfterATestTookTheSignals(FixtureTestCase):
     """A passing test that took SIGUSR1 and disabled faulthandler: a later hang still shows every stack."""

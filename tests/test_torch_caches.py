@@ -3,26 +3,58 @@
 Without the harness clearing DTensor's sharding-propagation caches after the groups of a test are
 destroyed, ``test_2`` fails on every torch version with "Could not resolve the process group
 registered under the name N" (on torch 2.11 with a GPU visible, ``test_4`` too), and passes with
-``HARNESS_REUSE=0``.
+``HARNESS_REUSE=0``. The sharded-tensor tests make groups of their own and use sharded tensors on them, test after
+test; the backward tests run DTensor's backward, which on a GPU runs in autograd's thread for the device, whose
+caches outlive the test: on CPU the backward runs in the rank's own thread, so they run on a GPU only
+(tools/gpu_check.sh runs this file there, on shared GPUs).
 """
 import unittest
 
-from tests._support import FixtureTestCase
+from tests._support import FixtureTestCase, gpus
 
 MOD = "tests.fixtures.fx_torch_caches"
 
 
 class TestMeshesOfDestroyedGroupsAreForgotten(FixtureTestCase):
-    ARGS = [MOD, "-v"]
+    ARGS = [f"{MOD}.TestMesh2D", f"{MOD}.TestShardedTensor", "-v"]
 
     def test_every_test_passes_on_reused_ranks(self):
         self.assertEqual(self.r.returncode, 0, self.r.describe())
-        self.assertInReport("Ran 6 tests")
+        self.assertInReport("Ran 9 tests")
         self.assertNotIn("Could not resolve the process group", self.r.output)
 
     def test_the_same_four_processes_ran_every_test(self):
         rows = self.r.rank_lines("MESH")
         self.assertEqual(len(rows), 24, self.r.describe())
+        rows += self.r.rank_lines("SHARDED")
+        self.assertEqual(len(rows), 24 + 12, self.r.describe())
+        self.assertEqual(len({row["pid"] for row in rows}), 4, self.r.describe())
+
+    def test_nothing_left_behind(self):
+        self.check_nothing_left()
+
+
+class TestOnAGpu(FixtureTestCase):
+    """On CUDA tensors (shared GPUs under auto on a machine with fewer than 4): sharded tensors on the groups the
+    tests make, and DTensor's backward, which runs in autograd's thread for the GPU, whose caches must be emptied
+    too."""
+    ARGS = [f"{MOD}.TestShardedTensor", f"{MOD}.TestBackward", "-v"]
+    ENV = {"HARNESS_DEVICE": "auto", "CUDA_VISIBLE_DEVICES": None}
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if gpus() < 1:
+            raise unittest.SkipTest("needs a GPU: on CPU the backward runs in the rank's own thread, whose caches "
+                                    "TestMeshesOfDestroyedGroupsAreForgotten checks")
+        super().setUpClass()
+
+    def test_every_test_passes_in_the_same_ranks(self):
+        self.assertEqual(self.r.returncode, 0, self.r.describe())
+        self.assertNotIn("Could not resolve the process group", self.r.output)
+        rows = self.r.rank_lines("BACKWARD")
+        self.assertEqual(len(rows), 8, self.r.describe())
+        rows += self.r.rank_lines("SHARDED")
+        self.assertEqual(len(rows), 8 + 12, self.r.describe())
         self.assertEqual(len({row["pid"] for row in rows}), 4, self.r.describe())
 
     def test_nothing_left_behind(self):

@@ -129,6 +129,13 @@ class MultiProcessTestCase(DistributedAssertions):
 
     # ---- in a rank -------------------------------------------------------------------------------
 
+    def _harness_unbind(self) -> None:
+        """The test is over: no module global keeps it (nor, through its cleanups and its failure's traceback,
+        the tensors its frames held) into the next test."""
+        global _bound
+        if _bound is self:
+            _bound = None
+
     def _harness_bind(self, rank: int, task: Task, placement: Placement) -> None:
         """Make this instance the test on ``rank``, as ``task`` asks, where the rank runs (its ``placement``)."""
         global _bound

@@ -7,7 +7,7 @@ import re
 from typing import Any, Iterator
 
 __all__ = ["DEFAULT_GPUS", "pretend_device_count", "needs_cuda", "needs_nccl", "gpu_skip", "test_line",
-           "upstream_skip", "TRIED_ON_CPU", "tried_on_cpu"]
+           "upstream_skip", "TRIED_ON_CPU", "TRIED_ON_SHARED", "tried_on_cpu", "was_tried"]
 
 #: GPUs "a machine with enough GPUs" has when a test names no number itself (no ``skip_if_lt_x_gpu``).
 #: Upstream's multi-GPU CI machines and DTensor's ``NUM_DEVICES`` use 4.
@@ -49,10 +49,13 @@ def pretend_device_count(count: int) -> Iterator[None]:
 
 
 # What a rank says when the test hard-codes CUDA (or pinned memory, or NCCL) and runs on a CPU build, or on
-# a CUDA build on a machine without GPUs (no driver: NCCL, streams and device indices fail in their own words).
+# a CUDA build on a machine without GPUs (no driver: NCCL, streams and device indices fail in their own words;
+# a driver with its GPUs hidden, CUDA_VISIBLE_DEVICES="": torch 2.11 and later raise AcceleratorError with CUDA's
+# own cudaErrorNoDevice text, "CUDA error: no CUDA-capable device is detected").
 _NEEDS_CUDA = re.compile(
     r"Torch not compiled with CUDA enabled|"
     r"Found no NVIDIA driver|No CUDA GPUs are available|requires CUDA support|"
+    r"no CUDA-capable device is detected|cudaErrorNoDevice|CUDA driver initialization failed|"
     r"nccl2? requires at least one CUDA device|ProcessGroupNCCL is only supported with GPUs|"
     r"CUDA driver version is insufficient for CUDA runtime version|"
     r"number of accelerators available: 0\b|"
@@ -127,30 +130,46 @@ def gpu_skip(reason: str) -> bool:
     """
     if not reason or not _GPU_WORD.search(reason):
         return False
-    if reason.startswith(("needs CUDA:", "needs NCCL")) or TRIED_ON_CPU in reason:
+    if reason.startswith(("needs CUDA:", "needs NCCL")) or was_tried(reason):
         return True  # the harness's own (its error text may say anything)
     return not _NOT_A_NEED.search(reason)
 
 
 #: what a skip's reason says of a test that asks for GPUs and failed on CPU, where it ran for want of them
 TRIED_ON_CPU = "tried on CPU for want of them"
+#: ... and of one that failed on the GPUs its ranks shared for want of one GPU per rank
+TRIED_ON_SHARED = "its ranks shared for want of them"
 
 
-def tried_on_cpu(wanted: int, gpus_asked: int, what: str, where: str = "") -> str:
+def was_tried(reason: str) -> bool:
+    """True when a skip's reason is the harness's "asked for GPUs, tried without enough of them, failed"."""
+    return TRIED_ON_CPU in reason or TRIED_ON_SHARED in reason
+
+
+def tried_on_cpu(wanted: int, gpus_asked: int, what: str, where: str = "", shared_gpus: int = 0) -> str:
     """The skip's reason for a test that asks for ``wanted`` GPUs (``gpus_asked``: its ``skip_if_lt_x_gpu``
-    number, 0: its world size follows the device count) and failed on CPU, where it ran for want of them:
-    ``what`` happened there (the rank and its error line), at ``where`` (``file:line``).
+    number, 0: its world size follows the device count) and failed on CPU, or on the ``shared_gpus`` GPUs its
+    ranks shared (0: CPU), where it ran for want of them: ``what`` happened there (the rank and its error line),
+    at ``where`` (``file:line``).
 
-    Upstream skips such a test on a machine without GPUs; trying it on CPU is worth it (it often passes), but
-    a failure there says nothing about the test on GPUs. ``HARNESS_DEVICE=cpu`` makes it a failure.
+    Upstream skips such a test on a machine with too few GPUs; trying it there is worth it (it often passes),
+    but a failure there (a device named by index, a tensor on ``cuda:0`` beside one on CPU, a sharded tensor
+    placed on ``rank:0/cpu``) says nothing about the test on enough GPUs. ``HARNESS_DEVICE=cpu`` (or
+    ``cuda-shared``) makes it a failure.
 
     Example::
 
         tried_on_cpu(2, 2, "rank 1: TypeError: device(): argument 'index' must be int, not str", "t.py:12")
         # "needs 2 GPUs (skip_if_lt_x_gpu(2)); tried on CPU for want of them: rank 1: TypeError: ... (t.py:12)"
+        tried_on_cpu(4, 4, "rank 1: RuntimeError: weight is on cuda:0, ...", shared_gpus=1)
+        # "needs 4 GPUs (skip_if_lt_x_gpu(4)); tried on 1 GPU its ranks shared for want of them: rank 1: ..."
     """
     why = f"skip_if_lt_x_gpu({gpus_asked})" if gpus_asked else "its world size follows the device count"
-    return f"needs {wanted} GPUs ({why}); {TRIED_ON_CPU}: {what}" + (f" ({where})" if where else "")
+    if shared_gpus:
+        tried = f"tried on {shared_gpus} GPU{'s' if shared_gpus != 1 else ''} {TRIED_ON_SHARED}"
+    else:
+        tried = TRIED_ON_CPU
+    return f"needs {wanted} GPUs ({why}); {tried}: {what}" + (f" ({where})" if where else "")
 
 
 def test_line(traceback_text: str, module_file: str | None) -> str:

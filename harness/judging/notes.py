@@ -12,7 +12,7 @@ import sys
 import unittest
 from typing import Any
 
-from harness.judging.fallback import TRIED_ON_CPU
+from harness.judging.fallback import TRIED_ON_CPU, TRIED_ON_SHARED
 
 __all__ = ["TestRecord", "Notes", "short_id", "ALTERED_HINT"]
 
@@ -21,6 +21,8 @@ ALTERED_HINT = " (HARNESS_ENV_CHANGED=fail makes it a failure)"
 
 _FALLBACK_KIND = "hard-code CUDA, ran on CPU for want of GPUs (HARNESS_DEVICE=cpu makes them failures)"
 _TRIED_KIND = "asked for GPUs and failed when tried on CPU for want of them (HARNESS_DEVICE=cpu makes them failures)"
+_TRIED_SHARED_KIND = ("asked for GPUs and failed when tried on GPUs their ranks shared for want of them "
+                      "(HARNESS_DEVICE=cuda-shared makes them failures)")
 
 
 @dataclasses.dataclass
@@ -66,6 +68,8 @@ def _kind(reason: str, hard_coded: bool) -> str:
         return _FALLBACK_KIND
     if TRIED_ON_CPU in reason:
         return _TRIED_KIND
+    if TRIED_ON_SHARED in reason:
+        return _TRIED_SHARED_KIND
     first = reason.strip().splitlines()[0] if reason.strip() else "(no reason given)"
     return first if len(first) <= 140 else first[:137] + "..."
 

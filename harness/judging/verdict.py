@@ -28,8 +28,9 @@ __all__ = ["Facts", "Verdict", "SubtestVerdict", "judge", "merge", "before_run",
 #: and ran on CPU for want of GPUs; it needs NCCL and ran on GPUs its ranks shared for want of them; its
 #: placement or world cannot run it at all
 OWN, UPSTREAM, NEEDS_CUDA, NEEDS_NCCL, PLACEMENT = "own", "upstream", "needs-cuda", "needs-nccl", "placement"
-#: a test that asks for GPUs (skip_if_lt_x_gpu, a world size from the device count) failed on CPU, where it ran
-#: for want of them: a skip that says what happened there, as upstream skips it (HARNESS_DEVICE=cpu: a failure)
+#: a test that asks for GPUs (skip_if_lt_x_gpu, a world size from the device count) failed on CPU or on the GPUs its
+#: ranks shared, where it ran for want of them: a skip that says what happened there, as upstream skips it on such
+#: a machine (HARNESS_DEVICE=cpu or cuda-shared, asked for on purpose: a failure)
 TRIED_ON_CPU = "tried-on-cpu"
 
 
@@ -63,9 +64,20 @@ class Facts:
 
     @property
     def asks_for_gpus(self) -> bool:
-        """On CPU for want of the GPUs the test asks for by name (skip_if_lt_x_gpu) or by its world size: any
-        failure there is a skip that says what was tried (HARNESS_DEVICE=cpu: a failure)."""
-        return self.fallback and bool(self.gpus_asked or self.sized_by_devices)
+        """On CPU, or on GPUs the ranks share, for want of the GPUs the test asks for by name (skip_if_lt_x_gpu)
+        or by its world size: any failure there is a skip that says what was tried, as upstream skips the test on
+        such a machine (HARNESS_DEVICE=cpu or cuda-shared, asked for on purpose: a failure). The one rule for
+        both: upstream never ran it there, so a failure there is never worse than upstream's skip."""
+        return self.placement.shortfall and bool(self.gpus_asked or self.sized_by_devices)
+
+    @property
+    def short_of_gpus(self) -> bool:
+        """It asks for more GPUs than its ranks had (CPU, or GPUs they shared): a failure's report says so."""
+        if not (self.gpus_asked or self.sized_by_devices):
+            return False
+        if self.placement.shortfall:
+            return True
+        return self.placement.shared and max(self.gpus_asked, self.world_size) > self.gpus_found
 
     @property
     def shared_fallback(self) -> bool:
@@ -317,7 +329,7 @@ def _annotate(lines: list[str], facts: Facts) -> list[str]:
     or on GPUs its ranks shared, for want of them, so the reader knows where to look; and what triage found
     when the failure was checked in fresh ranks."""
     notes = []
-    if facts.placement.shortfall and (facts.gpus_asked or facts.sized_by_devices):
+    if facts.short_of_gpus:
         notes.append(report_text.gpu_note(max(facts.gpus_asked, facts.world_size), facts.gpus_asked,
                                           facts.placement.shared, facts.gpus_found))
     if facts.triage:
@@ -348,13 +360,15 @@ def _needs_cuda(facts: Facts, root: RankResult) -> tuple[str, str]:
 
 
 def _tried_on_cpu(facts: Facts, root: RankResult) -> str:
-    """The skip's reason when a test that asks for GPUs went wrong on CPU, where it ran for want of them ("" when
-    not: it asks for none, CPU was asked for, or what went wrong is the harness's HARNESS_ENV_CHANGED=fail)."""
+    """The skip's reason when a test that asks for GPUs went wrong on CPU or on shared GPUs, where it ran for want
+    of them ("" when not: it asks for none, the placement was asked for, or what went wrong is the harness's
+    HARNESS_ENV_CHANGED=fail)."""
     if not facts.asks_for_gpus or root.exc_type == "EnvChanged":
         return ""
     where = test_line(root.traceback, facts.module_file) if root.traceback else ""
     return tried_on_cpu(max(facts.gpus_asked, facts.world_size), facts.gpus_asked,
-                        f"rank {root.rank}: {root.one_line()}", where)
+                        f"rank {root.rank}: {root.one_line()}", where,
+                        shared_gpus=facts.placement.gpus if facts.placement.shared else 0)
 
 
 # ---- what the ranks of one test left altered ------------------------------------------------------

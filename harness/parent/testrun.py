@@ -148,7 +148,7 @@ class TestRun:
     def facts(self, **more: Any) -> Facts:
         """What the parent knows of this test beside its ranks' results (``more``: what one run of it added)."""
         return Facts(self.test_id, self.world_size, self.placement, self.module_file, self.gpus_asked,
-                     bool(self.world_note), gpu_count() if self.placement.shortfall else 0,
+                     bool(self.world_note), gpu_count() if self.placement.shortfall or self.placement.shared else 0,
                      triage=self.triage_line, drawn=self.drawn, seed=self.conf.seed if self.drawn else None, **more)
 
     def enter_world(self, kwargs: dict[str, Any] | None) -> str:

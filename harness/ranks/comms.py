@@ -5,6 +5,8 @@ Where a test runs and on which backend is decided in ``harness.shared.placement`
 from __future__ import annotations
 
 import datetime
+import functools
+import threading
 from typing import Any, Callable
 
 
@@ -115,13 +117,14 @@ def forget_destroyed_groups() -> None:
     try:
         from torch.distributed.tensor._api import DTensor
 
-        DTensor._op_dispatcher.sharding_propagator.propagate_op_sharding.cache_clear()
+        _forget_in_every_thread(DTensor._op_dispatcher.sharding_propagator)
     except Exception:
         pass
     try:
         import torch
 
         torch._C._clear_DTensor_sharding_propagator_cache()  # the C++ fast path (where the build has one)
+        _forget_in_autograd_device_thread(torch)
     except Exception:
         pass
     for module, path in (("torch.distributed.tensor._collective_utils", ("MeshTopoInfo", "build_from_mesh")),
@@ -135,6 +138,56 @@ def forget_destroyed_groups() -> None:
                 clear()
             except Exception:
                 pass
+
+
+def _forget_in_every_thread(propagator: Any) -> None:
+    """Empty DTensor's Python sharding-propagation cache in every thread, not only this one.
+
+    The cache is a ``threading.local`` (torch's ``LocalLRUCache``): ``cache_clear()`` empties the calling
+    thread's alone. Threads that outlive a test keep theirs: autograd's device threads, which run the
+    backward of CUDA tensors (DTensor's ops in FSDP2's and tensor parallel's backward among them), and any
+    pool a test module keeps. A fresh cache object leaves every thread's old entries behind at once.
+    """
+    cache = propagator.propagate_op_sharding
+    fresh = getattr(propagator, "propagate_op_sharding_non_cached", None)
+    if isinstance(cache, threading.local) and fresh is not None:
+        propagator.propagate_op_sharding = type(cache)(fresh)
+    else:
+        cache.cache_clear()  # a torch whose cache is one lru_cache for every thread
+
+
+def _forget_in_autograd_device_thread(torch: Any) -> None:
+    """Empty DTensor's C++ sharding-propagation cache in autograd's thread for this rank's GPU.
+
+    That cache is ``thread_local`` and torch clears only the calling thread's. The backward of CUDA tensors
+    runs in autograd's thread for their device, which lives as long as the process: the DTensor ops of one
+    test's backward (FSDP2, tensor parallel, a sharded loss) leave it output specs on that test's meshes, and
+    the next test's backward on an equal mesh gets them back ("Could not resolve the process group registered
+    under the name 1"). A one-element backward through a function that clears the cache runs there.
+    """
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return
+    x = torch.zeros(1, device=torch.device("cuda", torch.cuda.current_device()), requires_grad=True)
+    _clear_in_backward().apply(x).sum().backward()
+
+
+@functools.cache
+def _clear_in_backward() -> Any:
+    """An autograd function whose backward clears the calling thread's C++ sharding-propagation cache (made once:
+    each class made costs autograd a class of its own)."""
+    import torch
+
+    class ClearInBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            torch._C._clear_DTensor_sharding_propagator_cache()  # in autograd's thread for the device
+            return grad
+
+    return ClearInBackward
 
 
 def _reset_group_names() -> None:

@@ -1,4 +1,4 @@
-"""Functional all-gathers and reduce-scatters of CUDA tensors over gloo, staged through the CPU.
+"""Functional all-gathers and reduce-scatters, sends and receives of CUDA tensors over gloo, staged through the CPU.
 
 Ranks that share a GPU talk over gloo, which carries CUDA tensors in its eager collectives
 (``dist.all_gather_into_tensor``, ``dist.reduce_scatter_tensor``, ``dist.all_reduce``, ...), but not in the
@@ -13,16 +13,34 @@ input to the CPU, run the eager collective there on the same process group, and 
 same values, synchronously (``wait_tensor`` on the result returns at once). It is installed once per rank
 process and only where the ranks share GPUs over gloo (harness.ranks.gpu.take_gpu); ranks on NCCL keep
 torch's kernels.
+
+Point-to-point is the other gap: gloo's ``send``/``recv`` hand the tensor's pointer to its transport whatever
+the device, so a CUDA tensor fails with ``writev ... Bad address`` (``dist.send``, ``recv``, ``isend``,
+``irecv``, ``batch_isend_irecv``, whose gloo path is one isend/irecv per op, and ``send_object_list`` /
+``recv_object_list`` on a CUDA device). The same function replaces the CUDA kernels of ``c10d::send``,
+``c10d::recv_`` and ``c10d::recv_any_source_`` with ones that run the same gloo backend on a CPU copy: a send
+copies first (so the caller may reuse its tensor at once, as with gloo on CPU), a receive returns a work whose
+``wait()`` waits for gloo and then copies into the caller's tensor. Everything else gloo carries on CUDA
+tensors itself, through pinned host copies of its own (``libtorch_cpu.so`` of torch 2.13 and 2.15 holds
+``AsyncBroadcastCUDAWork``, ``AsyncAllgatherCUDAWork``, ``AsyncGatherCUDAWork``, ``AsyncScatterCUDAWork``,
+``AsyncReduceCUDAWork``, ``AsyncAlltoallCUDAWork`` and ``AsyncAlltoallListCUDAWork``; the all-reduce's
+are in ``libtorch_cuda.so``): scatter, gather, all_to_all, all_to_all_single and the object collectives
+that stay on their tensors' device are left to it.
 """
 from __future__ import annotations
 
-__all__ = ["stage_through_cpu", "STAGED_OPS"]
+import functools
+
+__all__ = ["stage_through_cpu", "STAGED_OPS", "STAGED_P2P_OPS"]
 
 #: the functional ops whose CUDA kernels gloo lacks (their coalesced c10d calls are CPU-only in gloo)
 STAGED_OPS = ("all_gather_into_tensor", "all_gather_into_tensor_out", "all_gather_into_tensor_coalesced",
               "reduce_scatter_tensor", "reduce_scatter_tensor_out", "reduce_scatter_tensor_coalesced")
+#: the ``c10d`` point-to-point ops, whose gloo kernels read any pointer as host memory
+STAGED_P2P_OPS = ("send", "recv_", "recv_any_source_")
 
-_installed: dict[str, object] = {}  # dispatch key -> the torch.library.Library that holds the kernels alive
+_installed: dict[str, tuple] = {}  # dispatch key -> the torch.library.Library objects that hold the kernels alive
+_pending: set = set()  # staged receives not waited for yet: their Python object is the work torch holds
 
 
 def stage_through_cpu(dispatch_key: str = "CUDA") -> bool:
@@ -38,6 +56,7 @@ def stage_through_cpu(dispatch_key: str = "CUDA") -> bool:
     import torch
 
     lib = torch.library.Library("_c10d_functional", "IMPL")
+    p2p = torch.library.Library("c10d", "IMPL")
     kernels = {
         "all_gather_into_tensor": _all_gather,
         "all_gather_into_tensor_out": _all_gather_out,
@@ -50,7 +69,12 @@ def stage_through_cpu(dispatch_key: str = "CUDA") -> bool:
         warnings.simplefilter("ignore")
         for name, kernel in kernels.items():
             lib.impl(name, kernel, dispatch_key)
-    _installed[dispatch_key] = lib
+        device = torch.device(dispatch_key.lower())
+        p2p.impl("send", lambda tensors, group, dst, tag: _send(tensors, group, dst, tag, device), dispatch_key)
+        p2p.impl("recv_", lambda tensors, group, src, tag: _recv(tensors, group, device, src, tag), dispatch_key)
+        p2p.impl("recv_any_source_", lambda tensors, group, tag: _recv(tensors, group, device, None, tag),
+                 dispatch_key)
+    _installed[dispatch_key] = (lib, p2p)
     return True
 
 
@@ -119,3 +143,71 @@ def _reduce_scatter_out(input, reduce_op, group_size, group_name, *, out):
 
 def _reduce_scatter_coalesced(inputs, reduce_op, group_size, group_name):
     return [_scattered(tensor, reduce_op, group_size, group_name) for tensor in inputs]
+
+
+def _backend(group, device):
+    """The gloo backend ``group`` runs ``device``'s tensors on: the one torch's own kernel would have used."""
+    import torch.distributed as dist
+
+    return dist.ProcessGroup.unbox(group)._get_backend(device)
+
+
+def _send(tensors, group, dst: int, tag: int, device):
+    # a copy, also where the key is CPU (the harness's own tests): gloo sends it later, the caller's tensor
+    # may change meanwhile
+    staged = [t.detach().to("cpu", copy=True).contiguous() for t in tensors]
+    return _backend(group, device).send(staged, dst, tag).boxed()
+
+
+def _recv(tensors, group, device, src: int | None, tag: int):
+    import torch
+
+    staged = [torch.empty(t.shape, dtype=t.dtype) for t in tensors]
+    backend = _backend(group, device)
+    work = backend.recv(staged, src, tag) if src is not None else backend.recv_anysource(staged, tag)
+    receive = _staged_receive_class()(work, staged, tensors)
+    _pending.add(receive)
+    return receive.boxed()
+
+
+@functools.cache
+def _staged_receive_class():
+    import torch.distributed as dist
+
+    class StagedReceive(dist.Work):
+        """A gloo receive into a CPU copy; ``wait()`` waits for it, then copies into the caller's tensors.
+
+        torch keeps only the C++ side of a work: the Python object that says what ``wait()`` does stays in
+        ``_pending`` until then, else ``wait()`` would be the base class's, which never returns.
+        """
+
+        def __init__(self, work, staged, tensors):
+            super().__init__()
+            self._work, self._staged, self._tensors, self._done = work, staged, tensors, False
+
+        def wait(self, timeout=None):
+            if not self._done:
+                self._work.wait() if timeout is None else self._work.wait(timeout)
+                for tensor, staged in zip(self._tensors, self._staged):
+                    tensor.copy_(staged)
+                self._done = True
+                _pending.discard(self)
+            return True
+
+        def is_completed(self):
+            return self._done or self._work.is_completed()
+
+        def _source_rank(self):
+            return self._work._source_rank()
+
+        def source_rank(self):
+            return self._work._source_rank()
+
+        def result(self):
+            self.wait()
+            return list(self._tensors)
+
+        def synchronize(self):
+            self.wait()
+
+    return StagedReceive

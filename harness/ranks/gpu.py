@@ -16,8 +16,8 @@ def take_gpu(local_rank: int, ranks_on_node: int, shared: bool) -> int:
     Ranks that share a GPU each have their own CUDA context and caching allocator; without a cap one rank
     can take the whole GPU and the others fail with out-of-memory errors that are not theirs. Each gets
     an equal share of 90% of the memory (the rest is left for the CUDA contexts themselves). Their gloo
-    cannot run torch's functional all-gathers and reduce-scatters on CUDA tensors: those are staged through
-    the CPU (harness.ranks.gloo_cuda).
+    cannot run torch's functional all-gathers and reduce-scatters, nor sends and receives, on CUDA tensors:
+    those are staged through the CPU (harness.ranks.gloo_cuda).
     """
     import torch
 
@@ -25,7 +25,7 @@ def take_gpu(local_rank: int, ranks_on_node: int, shared: bool) -> int:
     device = local_rank % gpus
     torch.cuda.set_device(device)
     if shared:
-        stage_through_cpu("CUDA")  # gloo's functional all-gather / reduce-scatter of CUDA tensors
+        stage_through_cpu("CUDA")  # gloo's functional all-gather / reduce-scatter, send / recv of CUDA tensors
         on_this_gpu = len(range(device, ranks_on_node, gpus))
         if on_this_gpu > 1:
             torch.cuda.set_per_process_memory_fraction(0.9 / on_this_gpu, device)

@@ -12,9 +12,11 @@ import dataclasses
 import functools
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import time
+import traceback
 import unittest
 from typing import Any
 
@@ -282,6 +284,7 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
     test: Any = None
     debug_hooks = None
     trigger = None
+    collector = None
     with Capture(ctx.out_path, ctx.conf.output_limit) as cap:
         try:
             cls = _resolve(task)
@@ -364,8 +367,39 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
                     if result.status == PASSED:
                         result.exc_type, result.message, result.traceback = capture_exception(exc)
                         result.status = ERROR
+            _let_go(test, collector)
     result.output = cap.text
     return result
+
+
+def _let_go(test: Any, collector: "_RankResultCollector | None") -> None:
+    """The result holds the failure as text now: nothing of the test may outlive it into the next test.
+
+    A failure's traceback holds the test's frames and their locals (a CUDA tensor of hundreds of MiB, say);
+    the test instance holds the collector (its cleanups) and so the traceback. A fresh process would hold
+    none of it, and ``cuda_state.after_test`` would count it as memory the test left referenced: the test is
+    unbound (no module global keeps it) and its exceptions' frames are cleared, so their locals go at once.
+    """
+    if test is not None and hasattr(test, "_harness_unbind"):
+        test._harness_unbind()
+    if collector is None:
+        return
+    seen: set[int] = set()
+    for _, exc in collector.problems:
+        while exc is not None and id(exc) not in seen:
+            seen.add(id(exc))
+            for frame, _ in traceback.walk_tb(exc.__traceback__):
+                if frame.f_code.co_flags & _SUSPENDABLE:
+                    continue  # a generator's frame may be suspended, not over: clearing it would close it
+                try:
+                    frame.clear()
+                except RuntimeError:  # still executing
+                    pass
+            exc = exc.__cause__ or exc.__context__
+    collector.problems.clear()
+
+
+_SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 def _end_forked_child(result: RankResult) -> None:

@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from harness.judging.fallback import TRIED_ON_CPU
+from harness.judging.fallback import was_tried
 from harness.shared.output import bounded_output
 from harness.runner.results import Entry, counts
 from harness.shared.status import BAD, Status
@@ -162,7 +162,7 @@ TRIED = "tried-on-cpu"
 
 
 def _outcome(e: Entry) -> str:
-    return TRIED if e.status == Status.SKIPPED and TRIED_ON_CPU in e.reason else e.status.value
+    return TRIED if e.status == Status.SKIPPED and was_tried(e.reason) else e.status.value
 
 
 def _test_rows(entries: Sequence[Entry]) -> str:

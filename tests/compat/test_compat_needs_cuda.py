@@ -6,10 +6,12 @@ from tests._support import FixtureTestCase, fixture_line
 MOD = "tests.compat.cx_needs_cuda"
 # What .cuda() and pin_memory() say with no GPU to see: a CPU build (AssertionError: Torch not compiled with
 # CUDA enabled; pin_memory=True requires ...), a CUDA build without a driver (Found no NVIDIA driver ...) or
-# with its GPUs hidden (No CUDA GPUs are available).
+# with its GPUs hidden (No CUDA GPUs are available; torch 2.11 and later with a driver: AcceleratorError: CUDA error: no
+# CUDA-capable device is detected).
 CPU_ONLY = (r"Torch not compiled with CUDA enabled|pin_memory=True|Found no NVIDIA driver|No CUDA GPUs are available|"
+            r"no CUDA-capable device is detected|"
             r"no pinned memory allocator|Cannot access accelerator device")
-NO_CUDA = rf"(AssertionError|RuntimeError): [^']*({CPU_ONLY})[^']*"
+NO_CUDA = rf"(AssertionError|RuntimeError|AcceleratorError): [^']*({CPU_ONLY})[^']*"
 
 
 class TestNeedsCudaSkipped(FixtureTestCase):

@@ -33,7 +33,8 @@ class _Checks:
 
     def test_the_harness_class_ran_and_its_cuda_subtest_needs_cuda(self):
         self.assertMatchesReport(r"needs CUDA: AssertionError: Torch not compiled with CUDA enabled|needs CUDA: "
-                                 r"RuntimeError: (No CUDA GPUs are available|Found no NVIDIA driver)")
+                                 r"(RuntimeError|AcceleratorError): (No CUDA GPUs are available|Found no NVIDIA driver|"
+                                 r"CUDA error: no CUDA-capable device is detected)")
         self.assertMatchesReport(r"cx_upstream_base.py:\d+\)")
         rows = self.r.rank_lines("HARNESS-RAN")  # its cpu subtest, on both ranks of a gloo group
         self.assertEqual({(row["_rank"], row["device"], row["sum"], row["backend"]) for row in rows},

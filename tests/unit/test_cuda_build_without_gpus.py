@@ -79,6 +79,22 @@ class TestTheChoiceOverCounts(unittest.TestCase):
                 self.assertRegex(pl.skip, r"found 0|found none")
         self.assertEqual(choose_placement(2, 0, "cpu", gpus=0, nccl=True).label, "cpu/gloo")
 
+    def test_every_wording_of_a_machine_without_a_usable_gpu_means_needs_cuda(self):
+        # as each torch says it: a CPU build; a CUDA build without a driver; with a driver and its GPUs hidden
+        # (torch 2.11 and later: AcceleratorError, CUDA's own text); a driver that cannot start
+        for exc_type, message in (
+                ("AssertionError", "Torch not compiled with CUDA enabled"),
+                ("RuntimeError", "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU"),
+                ("RuntimeError", "No CUDA GPUs are available"),
+                ("AcceleratorError", "CUDA error: no CUDA-capable device is detected\nCUDA kernel errors might be "
+                                     "asynchronously reported at some other API call, so the stacktrace below might "
+                                     "be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1"),
+                ("torch.AcceleratorError", "CUDA error: cudaErrorNoDevice"),
+                ("RuntimeError", "CUDA driver initialization failed, you might not have a CUDA gpu.")):
+            with self.subTest(exc_type=exc_type, message=message[:40]):
+                self.assertTrue(needs_cuda(exc_type, message))
+        self.assertEqual(needs_cuda("AcceleratorError", "CUDA error: an illegal memory access was encountered"), "")
+
     def test_the_nccl_skip_counts_among_the_tests_that_need_cuda(self):
         self.assertTrue(gpu_skip(NCCL_WITHOUT_GPU))
         self.assertTrue(gpu_skip("c10d was not compiled with the NCCL backend"))

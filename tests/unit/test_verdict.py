@@ -102,7 +102,8 @@ class TestJudge(unittest.TestCase):
         self.assertEqual((stuck.status, stuck.root_rank, stuck.abort), (FAILED, 0, False))
 
     def test_notes_go_under_the_head_line(self):
-        shared = Placement("cuda", 2, "needs 2 GPUs, found 1", shared=True, gpus=1, shortfall=True)
+        # HARNESS_DEVICE=cuda-shared: shared on purpose, so a failure (with the note), not a skip
+        shared = Placement("cuda", 2, "HARNESS_DEVICE=cuda-shared", shared=True, gpus=1, shortfall=False)
         v = judge([failed(0), RankResult(1, PASSED)], facts(shared, gpus_asked=2, gpus_found=1,
                                                             triage="fails in fresh ranks too"))
         self.assertTrue(v.lines[0].startswith(f"{TEST} [rank 0/2] failed on cuda-shared/gloo"), v.lines[0])
@@ -117,6 +118,20 @@ class TestJudge(unittest.TestCase):
             self.assertEqual((v.status, v.skip, v.gpu), (SKIPPED, TRIED_ON_CPU, True), v.lines)
             self.assertRegex(v.reason, r"^needs 2 GPUs \((skip_if_lt_x_gpu\(2\)|its world size follows the device "
                                        r"count)\); tried on CPU for want of them: rank 0: AssertionError: 1 != 2")
+        # on the GPUs the ranks share for want of one each (auto): the same rule, the same kind of skip
+        shared = choose_placement(4, 4, "auto", gpus=1, nccl=True)
+        v = judge([RankResult(0, PASSED), RankResult(1, ERROR, exc_type="RuntimeError", message="weight is on cuda:0, "
+                   "different from other tensors on cpu")], Facts(TEST, 4, shared, gpus_asked=4, gpus_found=1))
+        self.assertEqual((v.status, v.skip, v.gpu), (SKIPPED, TRIED_ON_CPU, True), v.lines)
+        self.assertEqual(v.reason, "needs 4 GPUs (skip_if_lt_x_gpu(4)); tried on 1 GPU its ranks shared for want of "
+                                   "them: rank 1: RuntimeError: weight is on cuda:0, different from other tensors on cpu")
+        # HARNESS_DEVICE=cuda-shared asked for it: a failure, with the note that it asks for more GPUs
+        strict = choose_placement(4, 4, "cuda-shared", gpus=1, nccl=True)
+        v = judge([RankResult(0, PASSED), RankResult(1, ERROR, exc_type="RuntimeError", message="weight is on cuda:0")],
+                  Facts(TEST, 4, strict, gpus_asked=4, gpus_found=1))
+        self.assertEqual(v.status, ERROR, v.lines)
+        self.assertTrue(v.lines[1].startswith("Note: this test asks for 4 GPUs (skip_if_lt_x_gpu(4)) and ran on 1 GPU "
+                                              "its ranks shared"), v.lines)
         # CPU asked for (HARNESS_DEVICE=cpu: no shortfall), or no GPU asked for: a failure
         self.assertEqual(judge([failed(0), RankResult(1, PASSED)], facts(cpu(), gpus_asked=2)).status, FAILED)
         self.assertEqual(judge([failed(0), RankResult(1, PASSED)], facts(cpu(shortfall=True))).status, FAILED)
