@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.testing.parametrize import PARAMS_ATTR
 
-__all__ = ["needs_fixtures", "test_file", "ini_values", "strict_default"]
+__all__ = ["needs_fixtures", "test_file", "ini_values", "strict_default", "conftest_autouse"]
 
 
 def test_file(test: unittest.TestCase) -> Path | None:
@@ -127,6 +127,11 @@ def _autouse_needs(cls: type, path: Path, stamp: float) -> tuple[str, ...]:  # n
     for conftest in _conftests(path.parent):
         needs += [f"{name} (autouse, {_shown(conftest)})" for name in _file_autouse(conftest)]
     return tuple(needs)
+
+
+def conftest_autouse(folder: Path) -> tuple[str, ...]:
+    """The autouse fixtures the ``conftest.py`` files pytest would load for a test file in ``folder`` define."""
+    return tuple(name for conftest in _conftests(folder) for name in _file_autouse(conftest))
 
 
 def _shown(path: Path) -> str:

@@ -14,7 +14,7 @@ from harness.shared.errors import UsageError
 from harness.parent.hypothesis_support import PROFILES
 from harness.runner.selection import FILE_PATTERNS
 from harness.runner.forked import run_forked
-from harness.runner.session import Options, end_unused_template, execute, prepare
+from harness.runner.session import Options, end_unused_template, run_here
 from harness.shared.status import ExitCode
 
 __all__ = ["FolderSet", "Defaults", "project_file_patterns", "build_parser", "parse", "main", "console_main"]
@@ -290,14 +290,13 @@ def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> 
         code = run_forked(options)  # the thin parent: the tests run in a process forked from the template
         if code is not None:
             return code
-        plan = prepare(options)
+        return run_here(options)  # collected and run in this process
     except UsageError as exc:
         parser.print_usage(sys.stderr)
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         print("0 passed, 0 failed, 0 skipped")
         end_unused_template()
         return ExitCode.USAGE
-    return execute(plan)
 
 
 def console_main() -> None:

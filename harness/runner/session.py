@@ -17,7 +17,7 @@ from harness.runner.selection import check_includes, collect, module_of, select,
 from harness.runner.sharding import load_times, save_times, shard
 from harness.shared.status import BAD, ExitCode, Status
 
-__all__ = ["Options", "Plan", "Ran", "prepare", "execute", "run_tests_here", "report", "console_for", "header_lines",
+__all__ = ["Options", "Plan", "Ran", "prepare", "execute", "run_here", "run_tests_here", "report", "console_for", "header_lines",
            "times_to_record"]
 
 
@@ -182,6 +182,18 @@ def _uses_ranks(test: Any) -> bool:
     return isinstance(test, MultiProcessTestCase) and not getattr(type(test), "_harness_local", False)
 
 
+def run_here(options: Options) -> ExitCode:
+    """:func:`prepare` and :func:`execute` in this process; pytest-style files collected and run in one pytest
+    session around both (harness.runner.pytest_items). Raises UsageError as :func:`prepare` does."""
+    from harness.runner.pytest_items import hosted
+
+    def both() -> ExitCode:
+        return execute(prepare(options))
+
+    return hosted(options.targets, options.folders, options.root, options.file_patterns, both,
+                  capture=options.buffer)
+
+
 def execute(plan: Plan, out: TextIO | None = None) -> ExitCode:
     """List the tests (``--list``) or run them and report; returns the exit code."""
     if plan.options.list_only:
@@ -265,9 +277,11 @@ def run_tests_here(plan: Plan, console: Console, run: Any = None) -> Ran:
         result.startTestRun()
         try:
             from harness.parent.pytest_marks import honoured
+            from harness.runner.pytest_items import in_session
 
             with honoured(tests):  # pytest's marks and outcomes, where pytest is importable
-                unittest.TestSuite(tests).run(result)
+                # the tests pytest runs (pytest-style files) run in one pytest session around the suite
+                in_session(tests, run, lambda: unittest.TestSuite(tests).run(result), capture=options.buffer)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.parent.pool.Terminated)
             interrupted = interrupt_reason(exc)
             result.stop_interrupted()
