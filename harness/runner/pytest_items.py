@@ -42,7 +42,8 @@ __all__ = ["Node", "PytestTest", "available", "pytest_style", "candidates", "hos
 
 #: pytest's own options for the sessions the runner starts: no cache files written, the distharness plugin once
 #: (under its module's name, whether or not an entry point would load it)
-_ARGS = ("-p", "no:cacheprovider", "-p", "no:distharness", "-p", "harness.pytest_plugin")
+_PLUGIN = "harness.pytest_plugin"
+_ARGS = ("-p", "no:cacheprovider", "-p", "no:distharness", "-p", _PLUGIN)
 
 
 def available() -> bool:
@@ -222,17 +223,17 @@ def _file(module: ModuleType) -> str:
     return str(Path(module.__file__).resolve())  # type: ignore[arg-type]
 
 
-def expand(found: Sequence[unittest.TestCase], modules: Sequence[ModuleType]) -> list[unittest.TestCase]:
+def expand(found: Sequence[unittest.TestCase], modules: Sequence[ModuleType],
+           module_of: Callable[[Any], str]) -> list[unittest.TestCase]:
     """``found`` (the tests unittest collected from ``modules``) with each pytest-style module's tests as pytest
     collects them: the TestCase tests that need no fixture the runner's own, every other item a :class:`PytestTest`.
-    Without pytest, what only pytest runs is a skip that says so.
+    Without pytest, what only pytest runs is a skip that says so. ``module_of``: a test's module
+    (harness.runner.selection's).
 
     Example::
 
-        tests = expand(unittest_tests, loader.modules)
+        tests = expand(unittest_tests, loader.modules, module_of)
     """
-    from harness.runner.selection import module_of
-
     by_name: dict[str, _Module] = {}
     for module in modules:
         if getattr(module, "__file__", None) and module.__name__ not in by_name:
@@ -391,6 +392,12 @@ def _output(reports: Sequence[Any]) -> str:
                    if name.startswith("Captured") and content.strip())
 
 
+def _distharness(config: Any) -> Any:
+    """The distharness plugin of a session of the runner's (harness.pytest_plugin, loaded by :data:`_ARGS`), found as
+    pytest's plugins find each other: by its name."""
+    return config.pluginmanager.get_plugin(_PLUGIN)
+
+
 #: the session the stand-ins run in while :func:`in_session` runs the runner's tests (none: a skip or an error)
 _SESSION: list[_Session] = []
 #: the session :func:`hosted` opened before the run's collection, while it is open
@@ -423,9 +430,7 @@ class _Session(_Quiet):
         self.order = [t.harness_node.nodeid for t in tests if t.harness_node.nodeid in self.items]
         self.run = run
         if self.config is not None and run is not None:
-            from harness import pytest_plugin
-
-            pytest_plugin.lend_run(self.config, run)
+            _distharness(self.config).lend_run(self.config, run)
 
     def pytest_configure(self, config: Any) -> None:
         self._silence(config)
@@ -490,10 +495,8 @@ class _Session(_Quiet):
             finally:
                 self._reports = None
                 if reports:
-                    from harness import pytest_plugin
-
                     status, reason, texts = judge(reports, item.config)
-                    result.add_reported(test, status, reason, texts, record=pytest_plugin.record_of(item),
+                    result.add_reported(test, status, reason, texts, record=_distharness(item.config).record_of(item),
                                         output=_output(reports))
         finally:
             result.stopTest(test)

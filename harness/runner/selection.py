@@ -238,7 +238,7 @@ def collect(targets: Sequence[str], folders: Sequence[str], root: Path,
     loader = _Loader()
     if not targets:
         found = [t for folder in folders for t in discover(folder, root, file_patterns, loader)]
-        return expand(found, loader.modules)
+        return expand(found, loader.modules, module_of)
     found = []
     parts: dict[str, list[str]] = {}  # module -> the test id prefixes its targets named (none: the whole module)
     whole: set[str] = set()
@@ -262,7 +262,7 @@ def collect(targets: Sequence[str], folders: Sequence[str], root: Path,
                     parts.setdefault(module.__name__, []).append(target)
                 else:
                     whole.add(module.__name__)
-    expanded = expand(found, loader.modules)
+    expanded = expand(found, loader.modules, module_of)
     # what a target named within a module (a class, a test) keeps of the module pytest collected
     return [t for t in expanded if not (module_of(t) in parts and module_of(t) not in whole
                                         and not any(_within(t.id(), p) for p in parts[module_of(t)]))]
