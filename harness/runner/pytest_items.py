@@ -48,7 +48,9 @@ _ARGS = ("-p", "no:cacheprovider", "-p", "no:distharness", "-p", _PLUGIN)
 
 def available() -> bool:
     """pytest is importable here."""
-    return "pytest" in sys.modules or importlib.util.find_spec("pytest") is not None
+    if "pytest" in sys.modules:
+        return sys.modules["pytest"] is not None  # None: an import of it fails
+    return importlib.util.find_spec("pytest") is not None
 
 
 @dataclasses.dataclass(frozen=True)
