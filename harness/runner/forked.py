@@ -63,6 +63,10 @@ def why_not_forked(options: Options) -> str:
         return "a HARNESS_* variable is not valid"
     if not use:
         return "HARNESS_TEMPLATE=0"
+    from harness.runner.session import may_start_ranks
+
+    if not may_start_ranks(options):
+        return "no test file names the harness: no test wants ranks, nor the template's torch"
     return template.unavailable()
 
 
