@@ -584,6 +584,12 @@ def _decorated_fixture(node: ast.AST) -> bool:
     return False
 
 
+def _pytest_mark(deco: ast.expr) -> bool:
+    """``@pytest.mark.x`` or ``@pytest.mark.x(...)``: a mark, which gives a test no argument."""
+    target = deco.func if isinstance(deco, ast.Call) else deco
+    return isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute) and target.value.attr == "mark"
+
+
 def _reads_pytest_style(path: str) -> bool:
     """Whether a file's text holds what only pytest runs: a test function, a ``Test*`` class of no base, a fixture, a
     test method that takes an argument. A guess that costs no import: a wrong one costs time, never a result."""
@@ -606,13 +612,16 @@ def _reads_pytest_style(path: str) -> bool:
                 return True
             if _decorated_fixture(node):
                 return True
-            for member in node.body:
+            maybe_tests = node.name.startswith("Test") or any("Test" in ast.unparse(b) or "Case" in ast.unparse(b)
+                                                              for b in node.bases)
+            for member in node.body if maybe_tests else ():
                 if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     if _decorated_fixture(member):
                         return True
                     args = member.args
-                    if member.name.startswith("test") and len(args.args) - len(args.defaults) > 1:
-                        return True
+                    if (member.name.startswith("test") and len(args.args) - len(args.defaults) > 1
+                            and all(_pytest_mark(d) for d in member.decorator_list)):
+                        return True  # an argument no decorator of its gives (parametrize, given, ...): a fixture
     return False
 
 
