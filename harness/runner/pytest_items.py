@@ -430,6 +430,7 @@ class _Session(_Quiet):
         self.tests = tests
         self.wanted = {t.harness_node.nodeid: n for n, t in enumerate(tests)}
         self.order = [t.harness_node.nodeid for t in tests if t.harness_node.nodeid in self.items]
+        self.position = {nodeid: n for n, nodeid in enumerate(self.order)}
         self.run = run
         if self.config is not None and run is not None:
             _distharness(self.config).lend_run(self.config, run)
@@ -477,7 +478,7 @@ class _Session(_Quiet):
 
     def _next(self, nodeid: str) -> Any:
         """The item that runs after ``nodeid``'s: pytest tears down the fixtures it does not share."""
-        at = self.order.index(nodeid) + 1
+        at = self.position[nodeid] + 1
         return self.items[self.order[at]] if at < len(self.order) else None
 
     def run_test(self, test: PytestTest, result: Any) -> Any:
@@ -496,10 +497,10 @@ class _Session(_Quiet):
                 item.ihook.pytest_runtest_protocol(item=item, nextitem=self._next(nodeid))
             finally:
                 self._reports = None
-                if reports:
-                    status, reason, texts = judge(reports, item.config)
-                    result.add_reported(test, status, reason, texts, record=_distharness(item.config).record_of(item),
-                                        output=_output(reports))
+            # (Ctrl-C in it: no verdict, the runner's result marks it interrupted)
+            status, reason, texts = judge(reports, item.config)
+            result.add_reported(test, status, reason, texts, record=_distharness(item.config).record_of(item),
+                                output=_output(reports))
         finally:
             result.stopTest(test)
         return result
@@ -570,8 +571,10 @@ def _source(test: PytestTest) -> str:
 
 # ---- one session for the whole run ---------------------------------------------------------------------------------
 
-#: a first look at a file's text: what may be pytest-style (read further by :func:`_reads_pytest_style`)
-_MAYBE = re.compile(r"^(?:async\s+)?def\s+test|^class\s+Test|fixture|def\s+test\w*\(\s*self\s*,", re.M)
+#: a first look at a file's text: what may be pytest-style (read further by :func:`_reads_pytest_style`); literal
+#: starts, which the regular expression engine finds fast
+_MAYBE = re.compile(r"\n(?:async\s+)?def\s+test|\nclass\s+Test\w*\s*(?::|\(\s*(?:object\s*)?\)\s*:)|@(?:pytest\.)?fixture"
+                    r"|usefixtures")
 
 
 def _decorated_fixture(node: ast.AST) -> bool:
@@ -584,20 +587,15 @@ def _decorated_fixture(node: ast.AST) -> bool:
     return False
 
 
-def _pytest_mark(deco: ast.expr) -> bool:
-    """``@pytest.mark.x`` or ``@pytest.mark.x(...)``: a mark, which gives a test no argument."""
-    target = deco.func if isinstance(deco, ast.Call) else deco
-    return isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute) and target.value.attr == "mark"
-
-
 def _reads_pytest_style(path: str) -> bool:
-    """Whether a file's text holds what only pytest runs: a test function, a ``Test*`` class of no base, a fixture, a
-    test method that takes an argument. A guess that costs no import: a wrong one costs time, never a result."""
+    """Whether a file's text holds what only pytest runs: a test function, a ``Test*`` class of no base, a fixture or
+    ``usefixtures``. A guess that costs no import: a file it misses is still found once imported (:func:`expand`),
+    at the cost of a second pytest run."""
     try:
         text = Path(path).read_text(errors="replace")
     except OSError:
         return False
-    if not _MAYBE.search(text):
+    if not _MAYBE.search("\n" + text):
         return False
     try:
         tree = ast.parse(text, path)
@@ -615,13 +613,8 @@ def _reads_pytest_style(path: str) -> bool:
             maybe_tests = node.name.startswith("Test") or any("Test" in ast.unparse(b) or "Case" in ast.unparse(b)
                                                               for b in node.bases)
             for member in node.body if maybe_tests else ():
-                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    if _decorated_fixture(member):
-                        return True
-                    args = member.args
-                    if (member.name.startswith("test") and len(args.args) - len(args.defaults) > 1
-                            and all(_pytest_mark(d) for d in member.decorator_list)):
-                        return True  # an argument no decorator of its gives (parametrize, given, ...): a fixture
+                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)) and _decorated_fixture(member):
+                    return True
     return False
 
 

@@ -100,12 +100,12 @@ class TestWhatReadsAsPytestStyle(unittest.TestCase):
         plain = self.write("test_plain.py", PLAIN)
         self.assertEqual(pytest_items.candidates([plain], [], self.folder, ["test_*.py"]), [])
 
-    def test_functions_fixtures_arguments_and_classes_of_no_base_do(self):
+    def test_functions_fixtures_usefixtures_and_classes_of_no_base_do(self):
         files = [self.write("test_f.py", "def test_x():\n    pass\n"),
                  self.write("test_c.py", "class TestX:\n    def test_y(self):\n        pass\n"),
                  self.write("test_fx.py", "import pytest\n\n@pytest.fixture\ndef thing():\n    return 1\n"),
-                 self.write("test_arg.py", "import unittest\n\nclass T(unittest.TestCase):\n"
-                                           "    def test_z(self, tmp_path):\n        pass\n")]
+                 self.write("test_use.py", "import pytest, unittest\n\n@pytest.mark.usefixtures('tmp_path')\n"
+                                           "class T(unittest.TestCase):\n    def test_z(self):\n        pass\n")]
         self.assertEqual(pytest_items.candidates([str(self.folder)], [], self.folder, ["test_*.py"]),
                          sorted(str(Path(f).resolve()) for f in files))
 
