@@ -3,8 +3,9 @@
 The project is written to a temporary folder, as a pytest-based project lays out its tests: no package, a
 ``conftest.py`` with a fixture of the widest scope and an autouse fixture of each module, then ``--files`` files of
 plain test functions (parametrized, taking fixtures, one class that is no ``TestCase``); with ``--torch``, each file
-imports torch and one more file holds ``--dist`` harness distributed tests (world size 2) that use a fixture. Both
-tools run it alternately, ``--rounds`` times, each a fresh process from the interpreter's start (so each figure
+imports torch and one more file holds ``--dist`` harness distributed tests (world size 2) that use a fixture. pytest
+runs it as installed, and without hypothesis's pytest plugin (which imports hypothesis, about a second, for the
+statistics it prints at the end, which the runner does not print). The tools run it alternately, ``--rounds`` times, each a fresh process from the interpreter's start (so each figure
 includes imports and, for the runner, its template), and the medians are printed side by side with each tool's
 verdict counts (which must agree).
 
@@ -120,7 +121,7 @@ def write_project(folder: Path, files: int, params: int, torch: bool, dist: int)
 
 
 def _counts(text: str, tool: str) -> str:
-    if tool == "pytest":
+    if tool.startswith("pytest"):
         line = text.strip().splitlines()[-1] if text.strip() else ""
         return re.sub(r"\s+in [\d.]+s.*$", "", line.strip("= "))
     return text.strip().splitlines()[-1] if text.strip() else ""
@@ -153,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
             # the plugin loaded once, whether or not this checkout is installed (as the tests run pytest)
             "pytest": [sys.executable, "-m", "pytest", "-p", "no:distharness", "-p", "harness.pytest_plugin",
                        "-p", "no:cacheprovider", "-q", str(folder)],
+            # hypothesis's own pytest plugin imports hypothesis (about a second) for its end-of-run statistics, which
+            # the runner does not print: pytest without it too
+            "pytest-nohyp": [sys.executable, "-m", "pytest", "-p", "no:distharness", "-p", "harness.pytest_plugin",
+                             "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q", str(folder)],
             "runner": [sys.executable, "-m", "harness", str(folder), "--no-server"],
         }
         times: dict[str, list[float]] = {name: [] for name in tools}
@@ -164,12 +169,13 @@ def main(argv: list[str] | None = None) -> int:
                 counts[name] = said
         print(f"project: {args.files} files, {total} tests, torch imported: {args.torch or bool(args.dist)}, "
               f"harness distributed tests: {args.dist}; {args.rounds} rounds, alternating")
-        print(f"{'tool':<8} {'median s':>9}  {'each round s':<28} verdicts")
+        print(f"{'tool':<13} {'median s':>9}  {'each round s':<34} verdicts")
         for name in tools:
             rounds = " ".join(f"{t:.2f}" for t in times[name])
-            print(f"{name:<8} {statistics.median(times[name]):>9.2f}  {rounds:<28} {counts[name]}")
-        ratio = statistics.median(times["runner"]) / statistics.median(times["pytest"])
-        print(f"runner / pytest: {ratio:.2f}")
+            print(f"{name:<13} {statistics.median(times[name]):>9.2f}  {rounds:<34} {counts[name]}")
+        for other in ("pytest", "pytest-nohyp"):
+            ratio = statistics.median(times["runner"]) / statistics.median(times[other])
+            print(f"runner / {other}: {ratio:.2f}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return 0
