@@ -83,7 +83,10 @@ class PytestTest(unittest.TestCase):
         self._skip = skip
 
     def _in_pytest(self) -> None:
-        raise unittest.SkipTest(self._skip or f"pytest runs it: python -m pytest {self.harness_node.nodeid}")
+        if self._skip or not available():
+            raise unittest.SkipTest(self._skip or f"pytest runs it: python -m pytest {self.harness_node.nodeid}")
+        raise RuntimeError(f"pytest's run did not start, so it did not run (pytest said why above); run it with: "
+                           f"python -m pytest {self.harness_node.nodeid}")
 
     def id(self) -> str:
         return self.harness_node.test_id
@@ -185,6 +188,7 @@ class _Collector(_Quiet):
         self.modules = modules  # file -> module, as the runner imported it
         self.nodes: list[Node] = []
         self.errors: dict[str, str] = {}  # the nodeid of what failed to collect -> pytest's words
+        self.collected = False
 
     def pytest_configure(self, config: Any) -> None:
         self._silence(config)
@@ -195,6 +199,7 @@ class _Collector(_Quiet):
 
     def pytest_collection_finish(self, session: Any) -> None:
         self.nodes = [_node_of(item, self.modules) for item in session.items]
+        self.collected = True
 
 
 def _node_of(item: Any, modules: dict[str, str]) -> Node:
@@ -290,7 +295,10 @@ def _with_pytest(styled: dict[str, _Module]) -> dict[str, list[unittest.TestCase
         collector: Any = host
     else:
         collector = _plugin(_Collector)(files)
-        _pytest_main(["--collect-only", "--continue-on-collection-errors", *files], collector)
+        code = _pytest_main(["--collect-only", "--continue-on-collection-errors", *files], collector)
+        if not collector.collected:  # pytest did not start (a usage error of the project's options): it said why
+            collector.errors.update({f: f"pytest ended before it collected anything (exit code {code}; "
+                                     "its message is above)" for f in files})
     replaced: dict[str, list[unittest.TestCase]] = {name: [] for name in styled}
     own = {name: {(type(t).__qualname__, t._testMethodName): t for t in m.tests if hasattr(t, "_testMethodName")}
            for name, m in styled.items()}
@@ -310,7 +318,8 @@ def _with_pytest(styled: dict[str, _Module]) -> dict[str, list[unittest.TestCase
         file = nodeid.split("::")[0]
         name = next((n for f, n in files.items() if f.endswith(os.sep + file) or f == file), None)
         if name is not None:
-            replaced[name].append(_CollectError(Node(nodeid, name, "", "collect"), text))
+            error = type("CollectError", (_CollectError,), {"__module__": name, "harness_unit": name})
+            replaced[name].append(error(Node(nodeid, name, "", "collect"), text))
     for name, m in styled.items():  # a TestCase test pytest did not collect: the runner's as before
         replaced[name] += [t for t in m.tests if id(t) not in used and _needs(t) is None]
     return replaced
