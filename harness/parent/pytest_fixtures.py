@@ -100,7 +100,19 @@ def _file_autouse(path: Path, qualname: str | None = None) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=1024)
+def _mentions_autouse(path: str, mtime: float) -> bool:  # noqa: ARG001 - mtime: the cache's key
+    """Whether the file's text says ``autouse`` at all: a file that does not defines no autouse fixture, and is not
+    parsed (most test files)."""
+    try:
+        return "autouse" in Path(path).read_text(errors="replace")
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=1024)
 def _autouse_cached(path: str, mtime: float, qualname: str | None) -> tuple[str, ...]:
+    if not _mentions_autouse(path, mtime):
+        return ()
     tree = _parsed(path, mtime)
     if tree is None:
         return ()
