@@ -63,10 +63,6 @@ def why_not_forked(options: Options) -> str:
         return "a HARNESS_* variable is not valid"
     if not use:
         return "HARNESS_TEMPLATE=0"
-    from harness.runner.session import may_start_ranks
-
-    if not may_start_ranks(options):
-        return "no test file names the harness: no test wants ranks, nor the template's torch"
     return template.unavailable()
 
 
@@ -202,8 +198,10 @@ def run_forked(options: Options) -> Any:
     from harness.runner.console import Console
     from harness.runner.session import report
 
-    if why_not_forked(options):
-        return None
+    from harness.runner.session import may_start_ranks
+
+    if why_not_forked(options) or not may_start_ranks(options):
+        return None  # (no test file names the harness: no test wants ranks, nor the template's torch)
     sweep_temp_dirs()
     own_temp_dir()
     template.warm(True)
