@@ -55,7 +55,8 @@ class Defaults:
 def project_file_patterns(root: Path) -> tuple[str, ...] | None:
     """The test-file patterns a project sets, as pytest's ``python_files``: ``[tool.distharness] python_files``
     in ``pyproject.toml`` (a list, or one string of space-separated patterns), else ``[tool:distharness]
-    python_files`` in ``setup.cfg`` (space- or line-separated); None when neither sets one.
+    python_files`` in ``setup.cfg`` (space- or line-separated), else pytest's own ``python_files`` in the project's
+    pytest configuration; None when none sets one.
 
     Example (pyproject.toml)::
 
@@ -90,7 +91,10 @@ def project_file_patterns(root: Path) -> tuple[str, ...] | None:
             raise UsageError(f"{setup_cfg}: cannot read it: {exc}") from None
         if parser.has_option("tool:distharness", "python_files"):
             return split(parser.get("tool:distharness", "python_files"), f"{setup_cfg} [tool:distharness]")
-    return None
+    from harness.parent.pytest_fixtures import ini_values
+
+    found = ini_values(root).get("python_files")  # else pytest's own, as pytest collects the project's files
+    return split(found, "the project's pytest configuration: python_files") if found else None
 
 
 _WIDTH = 100

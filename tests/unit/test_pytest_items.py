@@ -115,6 +115,18 @@ class TestWhatReadsAsPytestStyle(unittest.TestCase):
         self.assertEqual(pytest_items.candidates([], ["."], self.folder, ["test_*.py"]), [str(Path(plain).resolve())])
 
 
+class TestPytestsPythonFiles(unittest.TestCase):
+    def test_a_folders_discovery_takes_pytests_python_files_where_the_project_sets_no_other(self):
+        from harness.runner.cli import project_file_patterns
+
+        folder = Path(tempfile.mkdtemp(prefix="distharness-items-"))
+        self.addCleanup(shutil.rmtree, folder, True)
+        (folder / "pytest.ini").write_text("[pytest]\npython_files = check_*.py test_*.py\n")
+        self.assertEqual(project_file_patterns(folder), ("check_*.py", "test_*.py"))
+        (folder / "setup.cfg").write_text("[tool:distharness]\npython_files = only_*.py\n")
+        self.assertEqual(project_file_patterns(folder), ("only_*.py",))
+
+
 class TestJudge(unittest.TestCase):
     """One test's reports as pytest's terminal counts them."""
 
