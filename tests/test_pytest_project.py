@@ -8,7 +8,8 @@ hands pytest what only pytest runs (harness.runner.pytest_items) and reports eve
 is pytest's, in the per-test lines, the count line and the JUnit XML, and a harness test's failure is its rank
 report.
 
-CI runs the folder once under the runner. The nightly tier checks the table itself under pytest, and the runner under
+Its files are named ``fx_*.py`` (``--python-files``, pytest's ``python_files``), so that no discovery of this
+repository's tests collects them. CI runs the folder once under the runner. The nightly tier checks the table itself under pytest, and the runner under
 ``-j 2`` (its workers collect and run their share the same way).
 """
 import os
@@ -25,26 +26,26 @@ PASSED, FAILED, ERROR, SKIPPED, XFAILED, XPASSED = "passed", "failed", "error", 
 
 #: every test of the folder as pytest judges it: (outcome, reason); a failure's words are not compared
 PYTEST = {
-    "test_pt_classes.TestPlainClass.test_method": (PASSED, ""),
-    "test_pt_classes.TestPlainClass.test_param[a.b]": (PASSED, ""),
-    "test_pt_classes.TestPlainClass.test_param[c d]": (PASSED, ""),
-    "test_pt_classes.TestPlainClass.test_marked_skip": (SKIPPED, "not written yet"),
-    "test_pt_classes.TestCaseWithAutouse.test_env_from_conftest": (PASSED, ""),
-    "test_pt_distributed.TestDistributed.test_all_reduce_with_fixtures": (PASSED, ""),
-    "test_pt_distributed.TestDistributed.test_rank_one_fails": (FAILED, ""),
-    "test_pt_functions.test_plain": (PASSED, ""),
-    "test_pt_functions.test_autouse_env": (PASSED, ""),
-    "test_pt_functions.test_session_fixture": (PASSED, ""),
-    "test_pt_functions.test_session_fixture_set_up_once": (PASSED, ""),
-    "test_pt_functions.test_local_fixture": (PASSED, ""),
-    "test_pt_functions.test_square[1-1]": (PASSED, ""),
-    "test_pt_functions.test_square[2-4]": (PASSED, ""),
-    "test_pt_functions.test_square[3-9]": (PASSED, ""),
-    "test_pt_functions.test_fails": (FAILED, ""),
-    "test_pt_functions.test_skips": (SKIPPED, "not on this machine"),
-    "test_pt_functions.test_xfail": (XFAILED, "known bug"),
-    "test_pt_functions.test_xpass": (XPASSED, "fixed since"),
-    "test_pt_functions.test_fixture_error": (ERROR, ""),
+    "fx_pt_classes.TestPlainClass.test_method": (PASSED, ""),
+    "fx_pt_classes.TestPlainClass.test_param[a.b]": (PASSED, ""),
+    "fx_pt_classes.TestPlainClass.test_param[c d]": (PASSED, ""),
+    "fx_pt_classes.TestPlainClass.test_marked_skip": (SKIPPED, "not written yet"),
+    "fx_pt_classes.TestCaseWithAutouse.test_env_from_conftest": (PASSED, ""),
+    "fx_pt_distributed.TestDistributed.test_all_reduce_with_fixtures": (PASSED, ""),
+    "fx_pt_distributed.TestDistributed.test_rank_one_fails": (FAILED, ""),
+    "fx_pt_functions.test_plain": (PASSED, ""),
+    "fx_pt_functions.test_autouse_env": (PASSED, ""),
+    "fx_pt_functions.test_session_fixture": (PASSED, ""),
+    "fx_pt_functions.test_session_fixture_set_up_once": (PASSED, ""),
+    "fx_pt_functions.test_local_fixture": (PASSED, ""),
+    "fx_pt_functions.test_square[1-1]": (PASSED, ""),
+    "fx_pt_functions.test_square[2-4]": (PASSED, ""),
+    "fx_pt_functions.test_square[3-9]": (PASSED, ""),
+    "fx_pt_functions.test_fails": (FAILED, ""),
+    "fx_pt_functions.test_skips": (SKIPPED, "not on this machine"),
+    "fx_pt_functions.test_xfail": (XFAILED, "known bug"),
+    "fx_pt_functions.test_xpass": (XPASSED, "fixed since"),
+    "fx_pt_functions.test_fixture_error": (ERROR, ""),
 }
 #: the runner's count line for it: xfail and xpass count as passed, an error as failed
 COUNT_LINE = "15 passed, 3 failed, 2 skipped"
@@ -59,7 +60,7 @@ class _Runner:
     def setUpClass(cls) -> None:
         cls.out_dir = tempfile.mkdtemp(prefix="distharness-project-")
         cls.junit = os.path.join(cls.out_dir, "junit.xml")
-        cls.ARGS = [FOLDER, "--no-triage", "--junit-xml", cls.junit, *cls.EXTRA]
+        cls.ARGS = [FOLDER, "--python-files", "fx_*.py", "--no-triage", "--junit-xml", cls.junit, *cls.EXTRA]
         super().setUpClass()
 
     @classmethod
@@ -94,9 +95,9 @@ class _Runner:
         self.assertEqual(cases, {k: tags[outcome] for k, (outcome, _) in PYTEST.items()}, self.r.describe())
 
     def test_a_harness_tests_failure_is_its_rank_report(self):
-        self.assertInReport("test_pt_distributed.TestDistributed.test_rank_one_fails [rank 1/2] raised on cpu/gloo: "
+        self.assertInReport("fx_pt_distributed.TestDistributed.test_rank_one_fails [rank 1/2] raised on cpu/gloo: "
                             "ValueError: PROJECT-RANK-FAILURE on rank 1")
-        self.assertMatchesReport(r"PASS\s+test_pt_distributed\.TestDistributed\.test_all_reduce_with_fixtures\s+cpu/gloo"
+        self.assertMatchesReport(r"PASS\s+fx_pt_distributed\.TestDistributed\.test_all_reduce_with_fixtures\s+cpu/gloo"
                                  r"\s+ws=2")
 
     def test_a_functions_failure_is_pytests_report_with_its_output(self):
@@ -133,7 +134,8 @@ class TestUnderPytest(FixtureTestCase):
     def setUpClass(cls) -> None:
         cls.out_dir = tempfile.mkdtemp(prefix="distharness-project-")
         cls.junit = os.path.join(cls.out_dir, "junit.xml")
-        cls.ARGS = [FOLDER, "-p", "no:cacheprovider", "-q", "-rA", "--junit-xml", cls.junit]
+        cls.ARGS = [FOLDER, "-o", "python_files=fx_*.py", "-p", "no:cacheprovider", "-q", "-rA", "--junit-xml",
+                    cls.junit]
         super().setUpClass()
 
     @classmethod
@@ -156,8 +158,8 @@ class TestUnderPytest(FixtureTestCase):
                     why = child.get("message") or ""
             found[key] = (outcome, why)
         # pytest's JUnit XML writes an XPASS as a pass: its summary line tells it apart
-        self.assertIn("XPASS tests/fixtures/pytest_project/test_pt_functions.py::test_xpass", self.r.stdout)
-        found["test_pt_functions.test_xpass"] = (XPASSED, "fixed since")
+        self.assertIn("XPASS tests/fixtures/pytest_project/fx_pt_functions.py::test_xpass", self.r.stdout)
+        found["fx_pt_functions.test_xpass"] = (XPASSED, "fixed since")
         self.assertEqual(found, PYTEST, self.r.describe())
 
 

@@ -38,7 +38,7 @@ from harness.parent.pytest_marks import marks_of
 from harness.shared.status import Status
 
 __all__ = ["Node", "PytestTest", "available", "pytest_style", "candidates", "hosted", "expand", "in_session",
-           "judge"]
+           "judge", "folders_outside_packages"]
 
 #: pytest's own options for the sessions the runner starts: no cache files written, the distharness plugin once
 #: (under its module's name, whether or not an entry point would load it)
@@ -652,19 +652,46 @@ def candidates(targets: Sequence[str], folders: Sequence[str], root: Path, patte
 
 
 def _walk(start: Path, patterns: Sequence[str]) -> list[str]:
-    """The test files unittest's discovery would import under ``start``: its own, and those of its packages."""
+    """The test files a folder's discovery imports under ``start`` (harness.runner.selection.discover): those of
+    every folder pytest enters."""
     out = []
-    try:
-        names = sorted(os.listdir(start))
-    except OSError:
-        return out
-    for name in names:
-        path = start / name
-        if path.is_file() and any(fnmatch.fnmatchcase(name, p) for p in patterns):
-            out.append(str(path))
-        elif path.is_dir() and (path / "__init__.py").is_file() and not name.startswith((".", "__pycache__")):
-            out += _walk(path, patterns)
+    for folder in [start, *(d for d in _below(start))]:
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        out += [str(folder / n) for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)
+                and (folder / n).is_file()]
     return out
+
+
+#: the folders pytest does not enter unless told (its ``norecursedirs`` default)
+NORECURSE = ("*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}", "__pycache__")
+
+
+def _below(start: Path) -> list[Path]:
+    """Every folder under ``start`` that pytest enters: not one of the project's ``norecursedirs`` (else pytest's
+    default), nor a virtual environment."""
+    values = ini_values(start)
+    skip = values.get("norecursedirs")
+    skip = (skip if isinstance(skip, list) else str(skip).split()) if skip else list(NORECURSE)
+    found = []
+    for dirpath, dirnames, _ in os.walk(start):
+        dirnames[:] = sorted(d for d in dirnames if not any(fnmatch.fnmatch(d, p) for p in (*skip, "__pycache__"))
+                             and not (Path(dirpath, d) / "pyvenv.cfg").is_file())
+        found += [Path(dirpath, d) for d in dirnames]
+    return found
+
+
+def folders_outside_packages(start: Path) -> list[Path]:
+    """The folders under ``start`` that pytest enters and unittest's discovery does not: those that are no package
+    (unittest's discovery enters only packages), each discovered on its own, its files by their bare names.
+
+    Example::
+
+        folders_outside_packages(Path("tests"))   # [PosixPath('tests/unit'), ...] where tests/unit has no __init__.py
+    """
+    return [d for d in _below(start) if not (d / "__init__.py").is_file()]
 
 
 def hosted(targets: Sequence[str], folders: Sequence[str], root: Path, patterns: Sequence[str], fn: Callable[[], Any],

@@ -130,18 +130,26 @@ def discover(folder: str | Path, root: Path, file_patterns: Sequence[str] = FILE
         tests = discover("test_distributed", Path.cwd())
         tests = discover("src", Path.cwd(), ["*_test.py"])
     """
+    from harness.runner.pytest_items import folders_outside_packages
+
     start = (root / folder).resolve()
     if not start.is_dir():
         return []
     found: list[unittest.TestCase] = []
     seen: set[str] = set()
-    for pattern in file_patterns:
-        suite = (loader or _Loader()).discover(str(start), pattern=pattern, top_level_dir=str(_top_level(start)))
-        for test in map(_own_stand_in, iter_tests(suite)):
-            key = test.id() if not is_load_failure(test) else f"failed:{test.id()}"
-            if key not in seen:  # a file two patterns match (test_x_test.py) is collected once
-                seen.add(key)
-                found.append(test)
+    loader = loader or _Loader()
+    # unittest's discovery enters packages only; pytest enters every folder: each one that is no package is
+    # discovered on its own, its files imported by their bare names from it, as pytest imports them
+    for where, top in [(start, _top_level(start)), *((d, d) for d in folders_outside_packages(start))]:
+        for pattern in file_patterns:
+            if where != start and not any(fnmatch.fnmatch(n, pattern) for n in os.listdir(where)):
+                continue  # (a folder of no test file: not put on sys.path)
+            suite = loader.discover(str(where), pattern=pattern, top_level_dir=str(top))
+            for test in map(_own_stand_in, iter_tests(suite)):
+                key = test.id() if not is_load_failure(test) else f"failed:{test.id()}"
+                if key not in seen:  # a file two patterns match (test_x_test.py) is collected once
+                    seen.add(key)
+                    found.append(test)
     return found
 
 
