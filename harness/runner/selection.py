@@ -122,8 +122,9 @@ FILE_PATTERNS = ("test_*.py", "*_test.py")
 def discover(folder: str | Path, root: Path, file_patterns: Sequence[str] = FILE_PATTERNS,
              loader: _Loader | None = None) -> list[unittest.TestCase]:
     """The tests of the files under ``folder`` (relative to ``root`` unless absolute) whose names match one of
-    ``file_patterns`` (shell patterns, as pytest's ``python_files``), as unittest discovers them, each once; a
-    folder that does not exist has none.
+    ``file_patterns`` (shell patterns, as pytest's ``python_files``), each once, in every folder pytest enters
+    (unittest's discovery for its packages; a folder that is no package on its own, its files by their bare names);
+    a folder that does not exist has none.
 
     Example::
 
