@@ -474,12 +474,20 @@ class _Session(_Quiet):
         stack = _HOST if self.hosting else _SESSION
         stack.append(self)
         try:
+            self._release_terminal()
             self.value = self.body()
         except BaseException as exc:  # noqa: B902 - Ctrl-C, SIGTERM: raised again once pytest has torn down
             self.raised = exc
         finally:
             stack.remove(self)
         return True
+
+    def _release_terminal(self) -> None:
+        """Between pytest's items its capture keeps stdin (it suspends only the output): the runner's own tests, and a
+        rank's debugger prompt (harness.parent.relay), get the terminal back."""
+        capman = self.config.pluginmanager.get_plugin("capturemanager") if self.config is not None else None
+        if capman is not None:
+            capman.suspend_global_capture(in_=True)
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         if self._reports is not None:
@@ -506,6 +514,7 @@ class _Session(_Quiet):
                 item.ihook.pytest_runtest_protocol(item=item, nextitem=self._next(nodeid))
             finally:
                 self._reports = None
+                self._release_terminal()
             # (Ctrl-C in it: no verdict, the runner's result marks it interrupted)
             status, reason, texts = judge(reports, item.config)
             result.add_reported(test, status, reason, texts, record=_distharness(item.config).record_of(item),
