@@ -399,7 +399,8 @@ def _text(rep: Any, title: str = "") -> str:
 
 
 def _output(reports: Sequence[Any]) -> str:
-    return "".join(content for rep in reports for name, content in rep.sections
+    """What a test printed: the last report's sections hold every phase's."""
+    return "".join(content for name, content in (reports[-1].sections if reports else ())
                    if name.startswith("Captured") and content.strip())
 
 
