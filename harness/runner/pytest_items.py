@@ -43,6 +43,7 @@ __all__ = ["Node", "PytestTest", "available", "pytest_style", "candidates", "hos
 #: pytest's own options for the sessions the runner starts: no cache files written, the distharness plugin once
 #: (under its module's name, whether or not an entry point would load it)
 _PLUGIN = "harness.pytest_plugin"
+_INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: Ctrl-C while pytest collected
 _ARGS = ("-p", "no:cacheprovider", "-p", "no:distharness", "-p", _PLUGIN)
 
 
@@ -575,8 +576,10 @@ def in_session(tests: Sequence[unittest.TestCase], run: Any, body: Callable[[], 
     files = list(dict.fromkeys(_source(t) for t in mine))
     session = _plugin(_Session)(mine, run, body)
     args = ["--continue-on-collection-errors", *([] if capture else ["--capture=no"]), *files]
-    _pytest_main(args, session)
-    if not session.entered:  # pytest stopped before running anything (a usage error of the project's options)
+    code = _pytest_main(args, session)
+    if not session.entered:  # pytest stopped before running anything: Ctrl-C, or a usage error of the project's
+        if code == _INTERRUPTED:
+            raise KeyboardInterrupt
         body()
     if session.raised is not None:
         raise session.raised
@@ -721,8 +724,10 @@ def hosted(targets: Sequence[str], folders: Sequence[str], root: Path, patterns:
     if not files:
         return fn()
     host = _plugin(_Session)([], None, fn, files=files, hosting=True)
-    _pytest_main(["--continue-on-collection-errors", *([] if capture else ["--capture=no"]), *files], host)
-    if not host.entered:  # pytest stopped before its run loop (a usage error of the project's options)
+    code = _pytest_main(["--continue-on-collection-errors", *([] if capture else ["--capture=no"]), *files], host)
+    if not host.entered:  # pytest stopped before its run loop: Ctrl-C, or a usage error of the project's options
+        if code == _INTERRUPTED:
+            raise KeyboardInterrupt
         return fn()
     if host.raised is not None:
         raise host.raised
