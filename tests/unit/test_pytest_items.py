@@ -115,6 +115,25 @@ class TestWhatReadsAsPytestStyle(unittest.TestCase):
         self.assertEqual(pytest_items.candidates([], ["."], self.folder, ["test_*.py"]), [str(Path(plain).resolve())])
 
 
+class TestThisRepository(unittest.TestCase):
+    def test_its_own_tests_read_as_unittests_so_no_pytest_starts_for_them(self):
+        repo = Path(__file__).resolve().parents[2]
+        self.assertEqual(pytest_items.candidates([], ["test_distributed", "tests"], repo, ["test_*.py", "*_test.py"]), [])
+
+
+class TestNoRanksWanted(unittest.TestCase):
+    def test_a_project_whose_files_never_name_the_harness_starts_no_template(self):
+        from harness.runner.session import Options, may_start_ranks
+
+        folder = Path(tempfile.mkdtemp(prefix="distharness-items-"))
+        self.addCleanup(shutil.rmtree, folder, True)
+        (folder / "test_plain.py").write_text("def test_a():\n    assert True\n")
+        options = Options(root=folder, folders=(".",))
+        self.assertFalse(may_start_ranks(options))
+        (folder / "conftest.py").write_text("from harness import MultiProcessTestCase\n")
+        self.assertTrue(may_start_ranks(options))
+
+
 class TestPytestsPythonFiles(unittest.TestCase):
     def test_a_folders_discovery_takes_pytests_python_files_where_the_project_sets_no_other(self):
         from harness.runner.cli import project_file_patterns
