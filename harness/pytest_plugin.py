@@ -32,9 +32,10 @@ from harness.shared.errors import RankError, RankFailure
 from harness.judging.notes import short_id
 from harness.parent.run import Run
 
-__all__ = ["RankReport"]
+__all__ = ["RankReport", "lend_run", "record_of"]
 
 _RUN = pytest.StashKey[Run]()
+_LENT = pytest.StashKey[bool]()
 _RECORD = pytest.StashKey[Any]()
 _UPSTREAM = pytest.StashKey[Any]()
 
@@ -62,9 +63,21 @@ def pytest_configure(config: pytest.Config) -> None:
     _run(config)
 
 
+def lend_run(config: pytest.Config, run: Run) -> None:
+    """Run the session's harness tests in ``run`` (the runner's, whose session this is: harness.runner.pytest_items):
+    its ranks, its notes; the session neither closes it nor says its notes, which are the runner's to say."""
+    config.stash[_RUN] = run
+    config.stash[_LENT] = True
+
+
+def record_of(item: pytest.Item) -> Any:
+    """Where a harness test ran, as the harness recorded it (harness.judging.notes), once it has run; else None."""
+    return item.stash.get(_RECORD, None)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     run = config.stash.get(_RUN, None)
-    if run is not None:
+    if run is not None and not config.stash.get(_LENT, False):
         run.close()
         run.notes.say()  # whatever was not said in the terminal summary (none, normally)
 
@@ -217,6 +230,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if terminalreporter.config.stash.get(_LENT, False):
+        return
     run = _run(terminalreporter.config)
     places = collections.Counter((rec.placement, rec.world_size) for rec in run.notes.records if rec.placement)
     lines = []

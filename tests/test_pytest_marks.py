@@ -4,8 +4,9 @@ The same files run under the runner (``python -m harness``, ``run_tests.py``), a
 pytest with the plugin, and every front end gives each test the same verdict and the same reason: skip and skipif
 marks on a method, a class (whose ``setUpClass`` does not run) and a module's ``pytestmark``, xfail marks (strict,
 ``raises=`` matched against the class a rank raised, ``run=False``), ``pytest.skip``/``xfail``/``fail`` in a rank's
-body (one rank skipping), ``pytest.importorskip`` at a module's top. The tests that need pytest's fixtures are the
-one difference, by design: outside pytest they are skips that say so and name the command that runs them.
+body (one rank skipping), ``pytest.importorskip`` at a module's top. The tests that need pytest's fixtures the runner
+hands to pytest (harness.runner.pytest_items), with pytest's verdicts; a module's own ``run_tests()`` skips them,
+saying so and naming the command that runs them.
 
 Every front end is held to one table, pytest's verdicts: CI runs the fixture once, under the runner; the nightly
 tier under pytest (which checks the table itself), ``run_tests.py`` and ``run_tests()``.
@@ -46,7 +47,7 @@ SAME = {
                                  "'distharness_no_such_package'"),
 }
 
-#: the tests that need pytest's fixtures: skips outside pytest ...
+#: the tests that need pytest's fixtures: skips under run_tests() ...
 NEEDS_PYTEST = {
     "fx_marks.TestMarks.test_fixture_argument": "needs pytest: fixtures tmp_path (argument); run it with: python -m "
                                                 "pytest tests/fixtures/pytest_style/fx_marks.py::TestMarks::"
@@ -61,7 +62,8 @@ NEEDS_PYTEST = {
         "needs pytest: fixtures project_env (autouse, tests/fixtures/pytest_style/autouse/conftest.py); run it with: "
         "python -m pytest tests/fixtures/pytest_style/autouse/fx_autouse.py::TestWithAutouse::test_env_from_conftest"),
 }
-#: ... and what pytest makes of them (it gives no fixture to a unittest.TestCase method's arguments either)
+#: ... and what pytest makes of them, under pytest and the runner (pytest gives no fixture to a unittest.TestCase
+#: method's arguments either)
 UNDER_PYTEST = {"fx_marks.TestMarks.test_fixture_argument": (FAILED, ""),
                 "fx_marks.TestMarks.test_uses_fixture": (PASSED, ""),
                 "autouse.fx_autouse.TestWithAutouse.test_env_from_conftest": (PASSED, "")}
@@ -115,6 +117,9 @@ class _Runner(_Checks):
         shutil.rmtree(cls.out_dir, ignore_errors=True)
         super().tearDownClass()
 
+    def expected(self) -> dict[str, tuple[str, str]]:
+        return {**super().expected(), **UNDER_PYTEST}  # pytest runs them (harness.runner.pytest_items)
+
     def verdicts(self) -> dict[str, tuple[str, str]]:
         words = {"PASS": PASSED, "FAIL": FAILED, "ERROR": FAILED, "XPASS": FAILED, "SKIP": SKIPPED,
                  "XFAIL": XFAILED}
@@ -139,8 +144,9 @@ class _Runner(_Checks):
     def test_the_summary_counts_xfail_as_passed_and_strict_xpass_as_failed(self):
         self.assertInReport("XPASS: tests.fixtures.pytest_style.fx_marks.TestMarks.test_xpass_strict")
         self.assertInReport("[XPASS(strict)] fixed since, strictly")
-        # passed: plain, xpass, three xfails; failed: fail_in_body, other_error, xpass_strict; the rest skipped
-        self.assertEqual(self.r.stdout.strip().splitlines()[-1], "5 passed, 3 failed, 10 skipped", self.r.describe())
+        # passed: plain, xpass, three xfails, uses_fixture, the autouse one; failed: fail_in_body, other_error,
+        # xpass_strict, fixture_argument; the rest skipped
+        self.assertEqual(self.r.stdout.strip().splitlines()[-1], "7 passed, 4 failed, 7 skipped", self.r.describe())
 
     def test_a_rank_that_called_pytest_fail_is_the_root_cause(self):
         self.assertInReport("test_fail_in_body [rank 1/2] failed on cpu/gloo: Failed: checksum mismatch")

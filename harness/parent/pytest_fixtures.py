@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.testing.parametrize import PARAMS_ATTR
 
-__all__ = ["needs_fixtures", "test_file", "ini_values", "strict_default"]
+__all__ = ["needs_fixtures", "test_file", "ini_values", "strict_default", "conftest_autouse"]
 
 
 def test_file(test: unittest.TestCase) -> Path | None:
@@ -100,7 +100,19 @@ def _file_autouse(path: Path, qualname: str | None = None) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=1024)
+def _mentions_autouse(path: str, mtime: float) -> bool:  # noqa: ARG001 - mtime: the cache's key
+    """Whether the file's text says ``autouse`` at all: a file that does not defines no autouse fixture, and is not
+    parsed (most test files)."""
+    try:
+        return "autouse" in Path(path).read_text(errors="replace")
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=1024)
 def _autouse_cached(path: str, mtime: float, qualname: str | None) -> tuple[str, ...]:
+    if not _mentions_autouse(path, mtime):
+        return ()
     tree = _parsed(path, mtime)
     if tree is None:
         return ()
@@ -127,6 +139,11 @@ def _autouse_needs(cls: type, path: Path, stamp: float) -> tuple[str, ...]:  # n
     for conftest in _conftests(path.parent):
         needs += [f"{name} (autouse, {_shown(conftest)})" for name in _file_autouse(conftest)]
     return tuple(needs)
+
+
+def conftest_autouse(folder: Path) -> tuple[str, ...]:
+    """The autouse fixtures the ``conftest.py`` files pytest would load for a test file in ``folder`` define."""
+    return tuple(name for conftest in _conftests(folder) for name in _file_autouse(conftest))
 
 
 def _shown(path: Path) -> str:

@@ -14,7 +14,7 @@ from harness.shared.errors import UsageError
 from harness.parent.hypothesis_support import PROFILES
 from harness.runner.selection import FILE_PATTERNS
 from harness.runner.forked import run_forked
-from harness.runner.session import Options, end_unused_template, execute, prepare
+from harness.runner.session import Options, end_unused_template, run_here
 from harness.shared.status import ExitCode
 
 __all__ = ["FolderSet", "Defaults", "project_file_patterns", "build_parser", "parse", "main", "console_main"]
@@ -55,7 +55,8 @@ class Defaults:
 def project_file_patterns(root: Path) -> tuple[str, ...] | None:
     """The test-file patterns a project sets, as pytest's ``python_files``: ``[tool.distharness] python_files``
     in ``pyproject.toml`` (a list, or one string of space-separated patterns), else ``[tool:distharness]
-    python_files`` in ``setup.cfg`` (space- or line-separated); None when neither sets one.
+    python_files`` in ``setup.cfg`` (space- or line-separated), else pytest's own ``python_files`` in the project's
+    pytest configuration; None when none sets one.
 
     Example (pyproject.toml)::
 
@@ -90,7 +91,10 @@ def project_file_patterns(root: Path) -> tuple[str, ...] | None:
             raise UsageError(f"{setup_cfg}: cannot read it: {exc}") from None
         if parser.has_option("tool:distharness", "python_files"):
             return split(parser.get("tool:distharness", "python_files"), f"{setup_cfg} [tool:distharness]")
-    return None
+    from harness.parent.pytest_fixtures import ini_values
+
+    found = ini_values(root).get("python_files")  # else pytest's own, as pytest collects the project's files
+    return split(found, "the project's pytest configuration: python_files") if found else None
 
 
 _WIDTH = 100
@@ -290,14 +294,13 @@ def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> 
         code = run_forked(options)  # the thin parent: the tests run in a process forked from the template
         if code is not None:
             return code
-        plan = prepare(options)
+        return run_here(options)  # collected and run in this process
     except UsageError as exc:
         parser.print_usage(sys.stderr)
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         print("0 passed, 0 failed, 0 skipped")
         end_unused_template()
         return ExitCode.USAGE
-    return execute(plan)
 
 
 def console_main() -> None:

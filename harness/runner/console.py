@@ -68,7 +68,7 @@ class Console:
             extra = " (" + ", ".join(bits) + ")"
         if e.examples > 1:
             extra += f" ({e.examples} examples)"
-        if e.status in (Status.SKIPPED, Status.XFAIL, Status.XPASS) and e.reason:
+        if e.status in (Status.SKIPPED, Status.XFAIL, Status.XPASS, Status.PASSED) and e.reason:  # a pass: pytest's XPASS
             extra += f": {e.reason.splitlines()[0][:160]}"
         self.width = max(self.width, min(len(e.test_id), 90))
         lines = [f"{count} {LABEL[e.status]:<5} {e.test_id:<{self.width}}  {where:<9} {ws:<5} {e.seconds:7.2f}s{extra}"]

@@ -198,8 +198,10 @@ def run_forked(options: Options) -> Any:
     from harness.runner.console import Console
     from harness.runner.session import report
 
-    if why_not_forked(options):
-        return None
+    from harness.runner.session import may_start_ranks
+
+    if why_not_forked(options) or not may_start_ranks(options):
+        return None  # (no test file names the harness: no test wants ranks, nor the template's torch)
     sweep_temp_dirs()
     own_temp_dir()
     template.warm(True)
@@ -360,6 +362,14 @@ def runner_main(conn: Any, job: Any, start: Any, client_pid: int, cwd: str | Non
 
 
 def _run_options(options: Options) -> tuple[str, Any]:
+    from harness.runner.pytest_items import hosted
+
+    # pytest-style files: collected and run in one pytest session (harness.runner.pytest_items)
+    return hosted(options.targets, options.folders, options.root, options.file_patterns,
+                  lambda: _collect_and_run(options), capture=options.buffer)
+
+
+def _collect_and_run(options: Options) -> tuple[str, Any]:
     from harness.runner.session import console_for, execute, header_lines, prepare, run_tests_here
     from harness.shared.errors import UsageError
 

@@ -40,6 +40,8 @@ def worker_argv(options: Any, profile: str, ids_file: str, report_file: str) -> 
     """The command line of one worker: the same folders or targets, settings and reporting, and its share."""
     argv = [sys.executable, "-m", "harness", *(options.targets or options.folders), "--job-of", ids_file, report_file,
             "--hypothesis-profile", profile, "--slowest", "0"]
+    for pattern in options.file_patterns:  # the files the parent's discovery collected
+        argv += ["--python-files", pattern]
     if options.device:
         argv += ["--device", options.device]
     if options.timeout is not None:

@@ -50,6 +50,8 @@ def _notes(e: Entry) -> str:
     notes = []
     if e.status == Status.XFAIL:  # an expected failure, shown as unittest's are: passed, the reason said here
         notes.append(f"expected failure (xfail){': ' + e.reason if e.reason else ''}")
+    if e.status == Status.PASSED and e.reason:  # pytest's non-strict XPASS: a pass, said
+        notes.append(e.reason)
     if e.placement:
         notes.append(f"placement: {e.placement}, world size {e.world_size} ({e.why_placed})")
     if e.triage:

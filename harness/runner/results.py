@@ -110,6 +110,9 @@ def interrupt_reason(exc: BaseException | None) -> str:
 def _split_id(test: Any) -> tuple[str, str, str]:
     test_id = test.id()
     module = module_of(test)
+    node = getattr(test, "harness_node", None)
+    if node is not None:  # a test pytest runs (harness.runner.pytest_items): its names as pytest has them
+        return test_id, f"{module}.{node.cls}" if node.cls else module, node.name
     if is_load_failure(test):
         return test_id, module, "import"
     if test_id.startswith(module + "."):
@@ -309,6 +312,34 @@ class RunnerResult(unittest.TestResult):
         entry.problems.append(Problem(Status.XPASS, entry.test_id, "unexpected success: the test is marked "
                                                                    "@expectedFailure but passed"))
 
+    def add_reported(self, test: unittest.TestCase, status: Status, reason: str = "",
+                     texts: Sequence[tuple[Status, str]] = (), record: Any = None, output: str = "") -> None:
+        """An outcome that another runner decided and worded: pytest's, for a test the runner hands it
+        (harness.runner.pytest_items). ``texts``: its failures, each (kind, text); ``record``: where a harness
+        test ran (harness.judging.notes), taken by the pytest plugin; ``output``: what it printed."""
+        self._outcome_seen = True
+        entry = self._entry_for(test)
+        entry.status = status
+        entry.reason = reason
+        for kind, text in texts:
+            entry.problems.append(Problem(kind, entry.test_id, text))
+            (self.errors if kind == Status.ERROR else self.failures).append((test, text))
+        if status == Status.SKIPPED:
+            self.skipped.append((test, reason))
+        if self.keep_output:
+            entry.output = output
+        if record is not None:
+            entry.world_size = record.world_size
+            entry.placement = record.placement
+            entry.why_placed = record.reason
+            entry.examples = record.examples
+            entry.triage = record.triage
+            entry.faults = record.faults
+            entry.attempts = list(record.attempts)
+            entry.picture = record.picture
+        if self.failfast and status in BAD:
+            self.stop()
+
     def addSubTest(self, test: unittest.TestCase, subtest: Any, err: Any) -> None:
         super().addSubTest(test, subtest, err)
         self._outcome_seen = True
@@ -328,7 +359,7 @@ class RunnerResult(unittest.TestResult):
 
     def stopTest(self, test: unittest.TestCase) -> None:
         entry = self._current or self._entry_for(test)
-        if self.keep_output and self.buffer:
+        if self.keep_output and self.buffer and not entry.output:
             entry.output = "".join(buf.getvalue() for buf in (getattr(self, "_stdout_buffer", None),
                                                               getattr(self, "_stderr_buffer", None)) if buf)
         super().stopTest(test)

@@ -56,7 +56,16 @@ def skipped_module(module: str, reason: str) -> unittest.TestCase:
 
 
 class _Loader(unittest.TestLoader):
-    """unittest's loader, a module that skipped itself with pytest's ``skip`` read as unittest's ``SkipTest``."""
+    """unittest's loader, a module that skipped itself with pytest's ``skip`` read as unittest's ``SkipTest``; the
+    modules it loaded tests from, in order (``modules``: harness.runner.pytest_items looks in them for pytest's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.modules: list[Any] = []
+
+    def loadTestsFromModule(self, module: Any, *args: Any, pattern: Any = None) -> Any:  # noqa: N802 - unittest's
+        self.modules.append(module)
+        return super().loadTestsFromModule(module, *args, pattern=pattern)
 
     def _get_module_from_name(self, name: str) -> Any:
         try:
@@ -110,58 +119,118 @@ def _top_level(folder: Path) -> Path:
 FILE_PATTERNS = ("test_*.py", "*_test.py")
 
 
-def discover(folder: str | Path, root: Path, file_patterns: Sequence[str] = FILE_PATTERNS) -> list[unittest.TestCase]:
+def discover(folder: str | Path, root: Path, file_patterns: Sequence[str] = FILE_PATTERNS,
+             loader: _Loader | None = None) -> list[unittest.TestCase]:
     """The tests of the files under ``folder`` (relative to ``root`` unless absolute) whose names match one of
-    ``file_patterns`` (shell patterns, as pytest's ``python_files``), as unittest discovers them, each once; a
-    folder that does not exist has none.
+    ``file_patterns`` (shell patterns, as pytest's ``python_files``), each once, in every folder pytest enters
+    (unittest's discovery for its packages; a folder that is no package on its own, its files by their bare names);
+    a folder that does not exist has none.
 
     Example::
 
         tests = discover("test_distributed", Path.cwd())
         tests = discover("src", Path.cwd(), ["*_test.py"])
     """
+    from harness.runner.pytest_items import folders_outside_packages
+
     start = (root / folder).resolve()
     if not start.is_dir():
         return []
     found: list[unittest.TestCase] = []
     seen: set[str] = set()
-    for pattern in file_patterns:
-        suite = _Loader().discover(str(start), pattern=pattern, top_level_dir=str(_top_level(start)))
-        for test in map(_own_stand_in, iter_tests(suite)):
-            key = test.id() if not is_load_failure(test) else f"failed:{test.id()}"
-            if key not in seen:  # a file two patterns match (test_x_test.py) is collected once
-                seen.add(key)
-                found.append(test)
+    loader = loader or _Loader()
+    # unittest's discovery enters packages only; pytest enters every folder: each one that is no package is
+    # discovered on its own, its files imported by their bare names from it, as pytest imports them
+    for where, top in [(start, _top_level(start)), *((d, d) for d in folders_outside_packages(start))]:
+        for pattern in file_patterns:
+            if where != start and not any(fnmatch.fnmatch(n, pattern) for n in os.listdir(where)):
+                continue  # (a folder of no test file: not put on sys.path)
+            suite = loader.discover(str(where), pattern=pattern, top_level_dir=str(top))
+            for test in map(_own_stand_in, iter_tests(suite)):
+                key = test.id() if not is_load_failure(test) else f"failed:{test.id()}"
+                if key not in seen:  # a file two patterns match (test_x_test.py) is collected once
+                    seen.add(key)
+                    found.append(test)
     return found
 
 
 def load_target(target: str, root: Path, file_patterns: Sequence[str] = FILE_PATTERNS) -> list[unittest.TestCase]:
     """The tests of one command-line target: a folder, a ``.py`` file, or a dotted ``module[.Class[.method]]``.
-    Paths are taken from the current directory; a file under ``root`` is imported by its dotted name.
+    Paths are taken from the current directory; a file under ``root`` is imported by its dotted name. (What only
+    pytest runs is added by :func:`collect`.)
 
     Example::
 
         load_target("tests.fixtures.fx_pass.TestPass", Path.cwd())
     """
+    return _load(target, root, file_patterns, _Loader())[0]
+
+
+def _dotted(target: str, root: Path) -> str:
+    """A ``.py`` file (or pytest's ``path.py::Class::test`` node id) as the dotted name it is imported by."""
+    path, _, rest = target.partition("::")
+    resolved = Path(path).resolve()
+    if not resolved.is_file():
+        raise FileNotFoundError("no such file")
+    # by its packages' names from above the outermost (a file in no package: its bare name from its own folder), as
+    # discovery and pytest import it: one module, whoever imports it first
+    top = _top_level(resolved.parent)
+    if str(top) not in sys.path:
+        sys.path.insert(0, str(top))
+    dotted = ".".join(resolved.relative_to(top).with_suffix("").parts)
+    return ".".join([dotted, *(p for p in rest.split("::") if p)])
+
+
+def _only_pytest_runs(target: str) -> tuple[Any, str] | None:
+    """(module, the test id prefix) when dotted ``target`` names what only pytest runs: a test function, a class that
+    is no TestCase or what is in one, or a parametrized test (``mod.test_f[1-2]``); else None (unittest loads it)."""
+    import importlib
+
+    base = target.split("[", 1)[0]
+    parts = base.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        name = ".".join(parts[:cut])
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        except Exception:  # noqa: BLE001 - unittest imports it again and reports it
+            return None
+        except BaseException as exc:  # noqa: B902 - a module that skipped itself: unittest's loader says so
+            if pytest_outcomes.is_skip(exc):
+                return None
+            raise
+        obj: Any = module
+        for part in parts[cut:]:
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return None
+            if isinstance(obj, type) and not issubclass(obj, unittest.TestCase):
+                return module, target  # a class pytest collects, or in one
+        if "[" in target or callable(obj) and not isinstance(obj, type) and cut == len(parts) - 1:
+            return module, target  # a function at the module's top: unittest would call it
+        return None
+    return None
+
+
+def _load(target: str, root: Path, file_patterns: Sequence[str], loader: _Loader) -> tuple[list[unittest.TestCase],
+                                                                                           tuple[Any, str] | None]:
+    """:func:`load_target`'s tests, and (module, test id prefix) where the target names what only pytest runs."""
     path = Path(target)
     if path.is_dir():
-        return discover(path, root, file_patterns)
-    if target.endswith(".py"):
-        resolved = path.resolve()
-        if not resolved.is_file():
-            raise FileNotFoundError("no such file")
-        if resolved.is_relative_to(root.resolve()):
-            target = ".".join(resolved.relative_to(root.resolve()).with_suffix("").parts)
-        else:  # a file of another project: imported by its bare name from its own folder
-            if str(resolved.parent) not in sys.path:
-                sys.path.insert(0, str(resolved.parent))
-            target = resolved.stem
+        return discover(path, root, file_patterns, loader), None
+    if target.endswith(".py") or ".py::" in target:
+        target = _dotted(target, root)
+    found = _only_pytest_runs(target) if "." in target else None
+    if found is not None:
+        loader.modules.append(found[0])
+        return [], found
     try:
-        return list(iter_tests(unittest.TestLoader().loadTestsFromName(target)))
+        return list(iter_tests(loader.loadTestsFromName(target))), None
     except BaseException as exc:  # noqa: B902 - pytest's outcomes derive from BaseException
         if not pytest_outcomes.is_skip(exc):
             raise
-        return [skipped_module(target, pytest_outcomes.skip_reason(exc))]  # the module (or what in it was named)
+        return [skipped_module(target, pytest_outcomes.skip_reason(exc))], None  # the module (or what was named)
 
 
 def collect(targets: Sequence[str], folders: Sequence[str], root: Path,
@@ -173,16 +242,43 @@ def collect(targets: Sequence[str], folders: Sequence[str], root: Path,
 
         collect([], ["test_distributed"], Path.cwd())
     """
+    from harness.runner.pytest_items import expand
+
+    loader = _Loader()
     if not targets:
-        return [t for folder in folders for t in discover(folder, root, file_patterns)]
-    found: list[unittest.TestCase] = []
+        found = [t for folder in folders for t in discover(folder, root, file_patterns, loader)]
+        return expand(found, loader.modules, module_of)
+    found = []
+    parts: dict[str, list[str]] = {}  # module -> the test id prefixes its targets named (none: the whole module)
+    whole: set[str] = set()
     for target in targets:
         try:
-            found += load_target(target, root, file_patterns)
+            tests, part = _load(target, root, file_patterns, loader)
         except (ImportError, AttributeError, FileNotFoundError) as exc:
-            raise UsageError(f"{target}: {exc} (give a folder, a .py file, or a dotted module[.Class[.method]] "
-                             "importable from the current directory)") from None
-    return found
+            raise UsageError(f"{target}: {exc} (give a folder, a .py file, a dotted module[.Class[.method]] "
+                             "importable from the current directory, or pytest's path.py::Class::test)") from None
+        if part is not None:
+            parts.setdefault(part[0].__name__, []).append(part[1])
+            continue
+        found += tests
+        named_within = "." in target and not target.endswith(".py") and not Path(target).is_dir()
+        for test in tests:
+            module = sys.modules.get(module_of(test))
+            if module is not None and not is_load_failure(test):
+                if module not in loader.modules:
+                    loader.modules.append(module)
+                if named_within and module.__name__ != target:
+                    parts.setdefault(module.__name__, []).append(target)
+                else:
+                    whole.add(module.__name__)
+    expanded = expand(found, loader.modules, module_of)
+    # what a target named within a module (a class, a test) keeps of the module pytest collected
+    return [t for t in expanded if not (module_of(t) in parts and module_of(t) not in whole
+                                        and not any(_within(t.id(), p) for p in parts[module_of(t)]))]
+
+
+def _within(test_id: str, prefix: str) -> bool:
+    return test_id == prefix or test_id.startswith(prefix + ".") or ("[" not in prefix and test_id.startswith(prefix + "["))
 
 
 def module_matches(module: str, spec: str) -> bool:

@@ -17,7 +17,7 @@ from harness.runner.selection import check_includes, collect, module_of, select,
 from harness.runner.sharding import load_times, save_times, shard
 from harness.shared.status import BAD, ExitCode, Status
 
-__all__ = ["Options", "Plan", "Ran", "prepare", "execute", "run_tests_here", "report", "console_for", "header_lines",
+__all__ = ["Options", "Plan", "Ran", "prepare", "execute", "run_here", "may_start_ranks", "run_tests_here", "report", "console_for", "header_lines",
            "times_to_record"]
 
 
@@ -106,7 +106,7 @@ def prepare(options: Options) -> Plan:
     conf = _apply(options)
     # this process runs the tests itself (not --list, not the parent of -j workers): it may fork ranks
     runs_here = not options.list_only and not (options.jobs > 1 and options.job_of is None)
-    if runs_here and not _in_process_only(options.targets):
+    if runs_here and not _in_process_only(options.targets) and may_start_ranks(options):
         from harness.parent import template
 
         template.warm(conf.template)  # its torch import overlaps the test modules' (collected next)
@@ -166,6 +166,42 @@ def _in_process_only(targets: Sequence[str]) -> bool:
     return True
 
 
+#: what in a test file (or a conftest.py) says its tests may want the harness's ranks
+_HARNESS_NAMED = re.compile(r"\bharness\b|torch\.testing\._internal")
+
+
+def may_start_ranks(options: Options, limit: int = 400) -> bool:
+    """Whether any test file of the run (its targets, else its folders; their ``conftest.py`` files too) names the
+    harness: else no test wants ranks, and no template is started (a project of plain pytest tests that may not
+    even import torch). A guess from the files' text: a wrong one costs time, never a result. Dotted targets, and
+    runs of more than ``limit`` files, are taken to want them."""
+    import fnmatch
+
+    files: list[Path] = []
+    for where in options.targets or options.folders:
+        name = where.partition("::")[0]
+        path = Path(name) if options.targets else options.root / name
+        if path.is_file():
+            files += [path, *(p / "conftest.py" for p in path.resolve().parents)]
+        elif path.is_dir():
+            files += [p / "conftest.py" for p in path.resolve().parents]
+            for dirpath, dirnames, filenames in os.walk(path):
+                dirnames[:] = [d for d in dirnames if not d.startswith((".", "__pycache__"))]
+                files += [Path(dirpath, f) for f in filenames
+                          if f == "conftest.py" or any(fnmatch.fnmatch(f, p) for p in options.file_patterns)]
+                if len(files) > limit:
+                    return True
+        else:
+            return True  # a dotted module[.Class[.method]]
+    for f in dict.fromkeys(files):
+        try:
+            if _HARNESS_NAMED.search(f.read_text(errors="replace")):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def end_unused_template() -> None:
     """A run that forks no rank (``--list``, a usage error) ends the template its test classes warmed while
     they were collected, at once: it would otherwise finish importing torch after the run has returned,
@@ -180,6 +216,18 @@ def _uses_ranks(test: Any) -> bool:
     from harness.classes.case import MultiProcessTestCase
 
     return isinstance(test, MultiProcessTestCase) and not getattr(type(test), "_harness_local", False)
+
+
+def run_here(options: Options) -> ExitCode:
+    """:func:`prepare` and :func:`execute` in this process; pytest-style files collected and run in one pytest
+    session around both (harness.runner.pytest_items). Raises UsageError as :func:`prepare` does."""
+    from harness.runner.pytest_items import hosted
+
+    def both() -> ExitCode:
+        return execute(prepare(options))
+
+    return hosted(options.targets, options.folders, options.root, options.file_patterns, both,
+                  capture=options.buffer)
 
 
 def execute(plan: Plan, out: TextIO | None = None) -> ExitCode:
@@ -203,14 +251,25 @@ def _list(plan: Plan, out: TextIO) -> ExitCode:
     return ExitCode.OK if plan.tests else ExitCode.NO_TESTS
 
 
-def _header(plan: Plan) -> str:
-    import torch
+def _torch_version() -> str:
+    """torch's version, without importing torch for it (a run of plain pytest tests may never import it)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return str(torch.__version__)
+    import importlib.metadata
 
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _header(plan: Plan) -> str:
     from harness.parent.hypothesis_support import profile_name
 
     conf = plan.settings
     return (f"distharness: {len(plan.tests)} tests from {_modules(plan)} modules ({plan.options.where}); "
-            f"torch {torch.__version__}, device={conf.device}, reuse={int(conf.reuse)}, "
+            f"torch {_torch_version()}, device={conf.device}, reuse={int(conf.reuse)}, "
             f"hypothesis profile={profile_name(plan.options.hypothesis_profile)}")
 
 
@@ -265,9 +324,11 @@ def run_tests_here(plan: Plan, console: Console, run: Any = None) -> Ran:
         result.startTestRun()
         try:
             from harness.parent.pytest_marks import honoured
+            from harness.runner.pytest_items import in_session
 
             with honoured(tests):  # pytest's marks and outcomes, where pytest is importable
-                unittest.TestSuite(tests).run(result)
+                # the tests pytest runs (pytest-style files) run in one pytest session around the suite
+                in_session(tests, run, lambda: unittest.TestSuite(tests).run(result), capture=options.buffer)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.parent.pool.Terminated)
             interrupted = interrupt_reason(exc)
             result.stop_interrupted()

@@ -46,6 +46,9 @@ def class_unit(cls: Any) -> str | None:
         return None
     if issubclass(cls, unittest.FunctionTestCase):
         return None
+    unit = cls.__dict__.get("harness_unit")
+    if unit:  # the tests pytest runs (harness.runner.pytest_items): a pytest class, or a module's functions
+        return unit
     if cls.__name__ in ("_FailedTest", "ModuleSkipped"):  # harness.runner.selection.is_load_failure: a module's stand-in
         return None
     return f"{cls.__module__}.{cls.__qualname__}"

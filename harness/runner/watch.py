@@ -54,8 +54,7 @@ class Round:
 
     def run_in(self, conn: Any) -> tuple[str, Any]:
         from harness.parent.run import Run
-        from harness.runner.session import _apply, console_for, header_lines, prepare, run_tests_here
-        from harness.shared.errors import UsageError
+        from harness.runner.session import _apply
 
         before = set(sys.modules)
         conf = _apply(self.options)
@@ -73,6 +72,16 @@ class Round:
             run.close()
             return ("exit", 0)
         options = dataclasses.replace(self.options, targets=go.targets or self.options.targets)
+        from harness.runner.pytest_items import hosted
+
+        # pytest-style files: collected and run in one pytest run (harness.runner.pytest_items)
+        return hosted(options.targets, options.folders, options.root, options.file_patterns,
+                      lambda: self._collect_and_run(options, go, run, before), capture=options.buffer)
+
+    def _collect_and_run(self, options: Options, go: Any, run: Any, before: set[str]) -> tuple[str, Any]:
+        from harness.runner.session import console_for, header_lines, prepare, run_tests_here
+        from harness.shared.errors import UsageError
+
         try:
             plan = prepare(options)
         except UsageError as exc:
@@ -156,10 +165,13 @@ def _dependencies(plan: Any, before: set[str], run: Any) -> dict[str, Any]:
                 todo.append(m)
         return {files[n] for n in seen}
 
+    # the conftest.py files pytest loaded (pytest-style files: harness.runner.pytest_items) govern the files below them
+    conftests = [f for f in files.values() if os.path.basename(f) == "conftest.py"]
     modules = {}
     for name in sorted({module_of(t) for t in plan.tests}):
         if name in files:
-            modules[files[name]] = sorted(closure(name))
+            above = [c for c in conftests if files[name].startswith(os.path.dirname(c) + os.sep)]
+            modules[files[name]] = sorted(closure(name) | set(above))
     worlds = []
     pools = getattr(run.worlds, "_pools", {})
     for pool in pools.values():
@@ -187,6 +199,7 @@ def _test_files(options: Options) -> set[str]:
 
     found = set()
     for where in options.targets or options.folders:
+        where = where.partition("::")[0]  # pytest's path.py::Class::test
         path = Path(where) if os.path.isabs(where) else options.root / where
         if path.is_file() and where.endswith(".py"):
             found.add(os.path.realpath(path))

@@ -45,8 +45,9 @@ class TestWorkerArgv(unittest.TestCase):
                           fail_env_changed=True, verbose=True)
         argv = worker_argv(options, "nightly", "/t/job1.ids", "/t/job1.report")
         self.assertEqual(argv[1:], ["-m", "harness", "tests", "--job-of", "/t/job1.ids", "/t/job1.report",
-                                    "--hypothesis-profile", "nightly", "--slowest", "0", "--device", "cuda-shared",
-                                    "--timeout", "60.0", "--fail-env-changed", "-v"])
+                                    "--hypothesis-profile", "nightly", "--slowest", "0",
+                                    "--python-files", "test_*.py", "--python-files", "*_test.py",
+                                    "--device", "cuda-shared", "--timeout", "60.0", "--fail-env-changed", "-v"])
 
     def test_targets_win_over_folders(self):
         argv = worker_argv(Options(root=Path("/p"), targets=("pkg.test_x",), folders=("tests",)), "ci", "i", "r")
