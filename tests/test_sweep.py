@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from tests._support import PYTEST, RUN_TESTS, THE_RUNNER, UNITTEST, under_each_front_end
+from tests._support import PYTEST, RUN_TESTS, THE_RUNNER, UNITTEST, FixtureTestCase, under_each_front_end
 
 MODULE = "tests.fixtures.fx_sweep"
 #: the torn save's points: rank 1 killed entering the first barrier of a save (its shards written, no manifest)
@@ -74,3 +74,43 @@ class _Checks:
 
 globals().update(under_each_front_end(MODULE, _Checks, {THE_RUNNER: (), RUN_TESTS: (), PYTEST: (), UNITTEST: ()},
                                       args={PYTEST: ["-s"]}))
+
+
+class _ChaosChecks:
+    """``--sweep "kill(rank=1)"`` over unmodified tests (tests/fixtures/fx_chaos.py)."""
+
+    def test_a_plain_test_fails_at_each_point_naming_the_kill(self):
+        self.assertInReport("TestChaos.test_plain: sweep kill(rank=1): 3 of 3 points failed (rank 1 made 3 "
+                            "collectives (2 all_reduce, 1 barrier))")
+        for op, nth in (("all_reduce", 1), ("all_reduce", 2), ("barrier", 1)):
+            self.assertMatchesReport(rf"^  kill\(rank=1, op='{op}', nth={nth}\): the test did not survive it: rank 1: "
+                                     r"killed by SIGKILL \(exit code -9\) \(the injected fault\); rank 0: .*follows "
+                                     r"from it\); it has no @restarts")
+        self.assertInReport("Replay one: -k TestChaos.test_plain --sweep \"kill(rank=1, op='all_reduce', nth=1)\"")
+        self.assertNotRegex(self.r.output, r"(?i)timed out|\bTIMEOUT\b|\bhung\b|no fault explains")
+
+    def test_a_resumable_test_survives_and_one_without_collectives_has_no_point(self):
+        self.assertInReport("sweep kill(rank=1): 3 points, all passed (rank 1 made 3 collectives (3 all_reduce))")
+        self.assertInReport("sweep kill(rank=1): 0 points (rank 1 made no collectives)")
+        self.assertNotEqual(self.r.returncode, 0)
+
+    def test_the_run_ends_leaving_nothing(self):
+        self.check_nothing_left()
+
+
+globals().update(under_each_front_end("tests.fixtures.fx_chaos", _ChaosChecks, {THE_RUNNER: (), PYTEST: ()},
+                                      args={THE_RUNNER: ["--sweep", "kill(rank=1)"],
+                                            PYTEST: ["--sweep", "kill(rank=1)"]}, suffix="Chaos"))
+
+
+class TestBadSweepFlag(FixtureTestCase):
+    """A --sweep that cannot run is a usage error before any test: exit code 2, no rank started."""
+
+    RUNNER = "harness"
+    ARGS = ["tests/fixtures/fx_chaos.py", "--sweep", "hang(rank=1)"]
+
+    def test_hang_is_refused_with_the_reason(self):
+        self.assertEqual(self.r.returncode, 2, self.r.describe())
+        self.assertInReport("--sweep hang(rank=1): a hang sweep is refused: at every point the rank's peers would "
+                            "wait out the test's time limit")
+        self.check_nothing_left()

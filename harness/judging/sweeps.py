@@ -119,7 +119,9 @@ def words(test_id: str, sweep: Any, points: list[Point], counts: dict[int, dict[
         lines.append(f"  {replay(p.replay)}: {p.line}")
     example = replay(failed[0].replay) if failed else ""
     if given_by == "run":
-        lines += ["", f"Replay one: --sweep \"{example}\" (or HARNESS_SWEEP) runs that point alone, judged as here"]
+        name = ".".join(test_id.split(".")[-2:])
+        lines += ["", f"Replay one: -k {name} --sweep \"{example}\" (or HARNESS_SWEEP) runs that point alone, judged "
+                  "as here"]
     else:
         lines += ["", f"Replay one: @faults.inject(faults.{example}) in place of the sweep"
                   + ("" if restarts else f", or @faults.sweep(faults.{example}) (judged as a point is)")]
