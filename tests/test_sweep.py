@@ -44,7 +44,7 @@ class _Checks:
 
     def test_a_failing_point_replays_alone_and_one_inject_misses_it(self):
         self.assertEqual(self.outcome("test_torn_resume_one_inject"), "passed", self.r.describe())
-        self.assertEqual(self.outcome("test_torn_resume_replayed"), "error", self.r.describe())
+        self.assertIn(self.outcome("test_torn_resume_replayed"), ("failed", "error"), self.r.describe())
         self.assertMatchesReport(r"test_torn_resume_replayed \[rank \d/2\] raised on cpu/gloo: FileNotFoundError: "
                                  r".*step-2/manifest\.json")
 

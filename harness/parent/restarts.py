@@ -144,13 +144,14 @@ def run_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault],
 
 
 def fresh_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault], restarts: int,
-                   start: Callable[[], Any], count_calls: bool = False, ahead: bool = True
+                   start: Callable[[], Any], count_calls: bool = False, ahead: bool = True,
+                   close: Callable[[Any], None] | None = None
                    ) -> tuple[list[judging.Attempt], list[list[Any]], list[int]]:
     """The test's attempts, each in a fresh world that ``start()`` gives and that is closed after it: attempt 0, then
     one more after each attempt a fault disrupted while ``restarts`` are left. Reads ``testrun``, never changes
     it (a sweep runs several of these at once). ``count_calls``: every rank counts its collectives; ``ahead``: on
-    CPU the next attempt's world is started while this one runs. Returns (attempts judged, each attempt's
-    results, the ranks' pids)."""
+    CPU the next attempt's world is started while this one runs; ``close(world)``: how a world is closed after its
+    attempt (``world.close()``). Returns (attempts judged, each attempt's results, the ranks' pids)."""
     wants_temp = bool(testrun.marks["temp_dir"])
     done: list[judging.Attempt] = []
     raw: list[list[Any]] = []
@@ -176,7 +177,7 @@ def fresh_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault
                     results = world.run(task, testrun.conf.peer_grace)
                     entries = _read_log(log)
             finally:
-                world.close()  # an attempt's ranks are never reused
+                (close or _close)(world)  # an attempt's ranks are never reused
             raw.append(results)
             attempt = judging.judge_attempt(plan, number, results, entries)
             done.append(attempt)
@@ -202,6 +203,10 @@ def _launched_temp_dir(testrun: Any) -> str:
     path = os.path.join(tempfile.gettempdir(), f"harness-restarts-{key}")
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def _close(world: Any) -> None:
+    world.close()
 
 
 class _Upcoming:

@@ -8,7 +8,7 @@ run as written (a kind that cannot be swept, a rank outside the world, an unknow
   it says how many points there are (``nth`` = 1..N of the swept ``op``, or of every collective, per rank);
 * runs each point, ``harness.parent.restarts.fresh_attempts`` with the test's ``@restarts``, in worlds forked from
   the template: up to ``HARNESS_SWEEP_JOBS`` points at once (the runner's ``-j``, else ``max(2, cores // world
-  size)``), the next worlds started while points run. The first points start beside the count run (a point
+  size) + 1``, at least 3), the next worlds started while points run. The first points start beside the count run (a point
   needs only its ``nth``), so the count costs no time of its own; a ``delay`` sweep's first point is its count;
 * judges each point (harness.judging.sweeps) and the sweep: it passes when every point passes; its report names
   each failing point as the fault that replays it alone.
@@ -95,7 +95,9 @@ def points_at_once(conf: Any, world_size: int, placement: Any) -> int:
         return 1
     if conf.sweep_jobs:
         return conf.sweep_jobs
-    return max(2, (os.cpu_count() or 1) // max(1, world_size))
+    # a point waits as much as it computes (ranks forked, a rendezvous, a restart): one more world than the cores
+    # hold keeps them busy (tools/bench_faults.py --only sweep)
+    return max(3, (os.cpu_count() or 1) // max(1, world_size) + 1)
 
 
 class _Worlds:
@@ -106,6 +108,7 @@ class _Worlds:
         self.ahead = ahead
         self.lock = threading.Lock()
         self.ready: list[restarts._Upcoming] = []
+        self.closing: list[threading.Thread] = []
         self.closed = False
 
     def take(self) -> Any:
@@ -129,12 +132,23 @@ class _Worlds:
         for upcoming in extra:
             upcoming.discard()
 
+    def close_later(self, world: Any) -> None:
+        """Close a point's world in the background: its results are in, and the point's slot goes on at once."""
+        world.broken = True  # never reused: its ranks are stopped at once, not asked to end
+        closer = threading.Thread(target=world.close, name="harness-sweep-close", daemon=True)
+        closer.start()
+        with self.lock:
+            self.closing.append(closer)
+
     def close(self) -> None:
+        """Stop the worlds started ahead and wait for the points' worlds to be closed: nothing outlives the sweep."""
         with self.lock:
             self.closed = True
             ready, self.ready = self.ready, []
         for upcoming in ready:
             upcoming.discard()
+        for closer in self.closing:
+            closer.join()
 
 
 class _Outcome:
@@ -167,7 +181,8 @@ def run_sweep(testrun: Any, kwargs: dict[str, Any] | None, sweep: Sweep, given_b
         plan = base + ([fault] if fault is not None else [])
         began = time.monotonic()
         done, raw, pids = restarts.fresh_attempts(testrun, kwargs, plan, n_restarts, source.take, count_calls=True,
-                                                  ahead=fault is not None and fault.kind != "delay")
+                                                  ahead=fault is not None and fault.kind != "delay",
+                                                  close=source.close_later)
         judged = restarts.judge(testrun, kwargs, plan, done, raw, n_restarts)
         with lock:
             testrun.pids += pids

@@ -104,7 +104,7 @@ VARIABLES: dict[str, Variable] = {
         "sweep", "text", unset="off"),
     "HARNESS_SWEEP_JOBS": Variable(
         "", "a sweep's points run side by side, each in a fresh world: how many at once", "sweep_jobs", "int",
-        minimum=1, unset="the runner's -j, else max(2, cores // world size)"),
+        minimum=1, unset="the runner's -j, else max(3, cores // world size + 1)"),
 }
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
