@@ -7,8 +7,8 @@ run as written (a kind that cannot be swept, a rank outside the world, an unknow
 * runs the test once without the fault, every rank counting its collectives (the count run): it must pass, and
   it says how many points there are (``nth`` = 1..N of the swept ``op``, or of every collective, per rank);
 * runs each point, ``harness.parent.restarts.fresh_attempts`` with the test's ``@restarts``, in worlds forked from
-  the template: up to ``HARNESS_SWEEP_JOBS`` points at once (the runner's ``-j``, else ``max(2, cores // world
-  size) + 1``, at least 3), the next worlds started while points run. The first points start beside the count run (a point
+  the template: up to ``HARNESS_SWEEP_JOBS`` points at once (the runner's ``-j``, else ``max(3, cores // world
+  size + 1)``), the next worlds started while points run. The first points start beside the count run (a point
   needs only its ``nth``), so the count costs no time of its own; a ``delay`` sweep's first point is its count;
 * judges each point (harness.judging.sweeps) and the sweep: it passes when every point passes; its report names
   each failing point as the fault that replays it alone.
