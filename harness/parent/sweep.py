@@ -109,12 +109,15 @@ class _Worlds:
         self.lock = threading.Lock()
         self.ready: list[restarts._Upcoming] = []
         self.closing: list[threading.Thread] = []
+        self.taken: list[Any] = []  # every world a point took: stopped at once if the sweep is interrupted
         self.closed = False
 
     def take(self) -> Any:
         with self.lock:
             upcoming = self.ready.pop(0) if self.ready else None
         world = upcoming.take() if upcoming is not None else self.start()
+        with self.lock:
+            self.taken.append(world)
         self.refill()
         return world
 
@@ -139,6 +142,17 @@ class _Worlds:
         closer.start()
         with self.lock:
             self.closing.append(closer)
+
+    def stop_all(self) -> None:
+        """An interrupt: stop every point's ranks now, so that the points in flight end at once."""
+        with self.lock:
+            taken = list(self.taken)
+        for world in taken:
+            world.broken = True
+            try:
+                world.close()
+            except Exception:  # noqa: BLE001 - a world its own point is closing too
+                pass
 
     def close(self) -> None:
         """Stop the worlds started ahead and wait for the points' worlds to be closed: nothing outlives the sweep."""
@@ -235,6 +249,7 @@ def run_sweep(testrun: Any, kwargs: dict[str, Any] | None, sweep: Sweep, given_b
     except BaseException:
         for future in futures:
             future.cancel()
+        source.stop_all()
         source.close()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
