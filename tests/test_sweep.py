@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from tests._support import PYTEST, RUN_TESTS, THE_RUNNER, UNITTEST, FixtureTestCase, under_each_front_end
+from tests._support import PYTEST, RUN_TESTS, THE_RUNNER, UNITTEST, FixtureTestCase, nightly, under_each_front_end
 
 MODULE = "tests.fixtures.fx_sweep"
 #: the torn save's points: rank 1 killed entering the first barrier of a save (its shards written, no manifest)
@@ -114,4 +114,26 @@ class TestBadSweepFlag(FixtureTestCase):
         self.assertEqual(self.r.returncode, 2, self.r.describe())
         self.assertInReport("--sweep hang(rank=1): a hang sweep is refused: at every point the rank's peers would "
                             "wait out the test's time limit")
+        self.check_nothing_left()
+
+
+@nightly("tests/fixtures/fx_sweep.py's torn-save bug, run in CI by TestUnderTheRunner: the same checks on a save of "
+         "json shards")
+class TestTornDCPCheckpoint(FixtureTestCase):
+    """The fifth scenario's FSDP2 + DCP training with a planted torn-checkpoint bug (tests/fixtures/fx_sweep_dcp.py):
+    swept over DCP's save collectives of rank 1, it fails at every point inside a save before its commit (each
+    save's plan gather and scatter, its commit gather) and passes where the save's .metadata is already written (its
+    last broadcast); one default inject (rank 1's first collective, FSDP's) misses the bug."""
+
+    RUNNER = "harness"
+    ARGS = ["tests/fixtures/fx_sweep_dcp.py"]
+
+    def test_the_torn_points_fail_and_the_committed_ones_pass(self):
+        self.assertInReport("TestTornDCP.test_gather_object: sweep kill(rank=1, op='gather_object'): 4 of 4 points "
+                            "failed")
+        self.assertInReport("TestTornDCP.test_scatter_object_list: sweep kill(rank=1, op='scatter_object_list'): 2 of 2 "
+                            "points failed")
+        self.assertMatchesReport(r"kill\(rank=1, op='gather_object', nth=3\): rank \d: .*CheckpointException")
+        self.assertInReport("sweep kill(rank=1, op='broadcast_object_list'): 2 points, all passed")
+        self.assertMatchesReport(r"PASS\s+tests\.fixtures\.fx_sweep_dcp\.TestTornDCP\.test_one_default_inject\b")
         self.check_nothing_left()
