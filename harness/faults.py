@@ -13,11 +13,12 @@
 A fault fires once, in its attempt, as its rank enters its ``nth`` call of ``op`` (the name the user calls:
 ``all_reduce``, ``all_gather_into_tensor``, ``barrier``, ...; None: any collective); ``nth`` counts from the test's
 start on that rank. What it does to a rank is not a failure, nor the errors its peers meet because of it; a fault
-that never fires fails the test, saying so. docs/faults.md has the rules.
+that never fires fails the test, saying so. ``@faults.sweep(faults.kill, rank=1)`` runs the test once per
+collective rank 1 makes, killed at each in turn. docs/faults.md has the rules.
 """
 from __future__ import annotations
 
-from harness.shared.faults import Fault, delay, hang, io_error, kill, raise_
-from harness.testing.fault_marks import inject, restarts
+from harness.shared.faults import Fault, delay, every_rank, hang, io_error, kill, raise_
+from harness.testing.fault_marks import inject, restarts, sweep
 
-__all__ = ["Fault", "inject", "restarts", "kill", "delay", "raise_", "hang", "io_error"]
+__all__ = ["Fault", "inject", "sweep", "every_rank", "restarts", "kill", "delay", "raise_", "hang", "io_error"]

@@ -45,8 +45,33 @@ def _run(config: pytest.Config) -> Run:
     is the harness's too: a post-mortem prompt in the first rank to fail (harness.parent.relay)."""
     run = config.stash.get(_RUN, None)
     if run is None:
-        run = config.stash[_RUN] = Run(settings(pdb=True) if config.getoption("usepdb", False) else None)
+        values: dict[str, Any] = {"pdb": True} if config.getoption("usepdb", False) else {}
+        swept = config.getoption("harness_sweep", None)
+        if swept:
+            values["sweep"] = _sweep_option(swept)
+        run = config.stash[_RUN] = Run(settings(**values) if values else None)
     return run
+
+
+def _sweep_option(text: str) -> str:
+    """``--sweep FAULT``, checked before any test is collected: a bad one is pytest's usage error."""
+    from harness.shared.errors import UsageError
+    from harness.shared.faults import NOT_SWEPT, parse_sweep
+
+    try:
+        kind = parse_sweep(text).kind
+    except UsageError as exc:
+        raise pytest.UsageError(f"--sweep: {exc}") from None
+    if kind in NOT_SWEPT:
+        raise pytest.UsageError(f"--sweep {text}: {NOT_SWEPT[kind]}")
+    return text
+
+
+def pytest_addoption(parser: Any) -> None:
+    parser.getgroup("distharness").addoption(
+        "--sweep", dest="harness_sweep", metavar="FAULT", default=None,
+        help="sweep a fault over every test on rank processes, such as 'kill(rank=1)': each test runs once per "
+             "collective the rank makes, the fault injected at it (HARNESS_SWEEP; docs/faults.md)")
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -1,22 +1,23 @@
 """Resumable training: a rank killed while a DCP checkpoint is being saved, the world restarted, training resumed.
 
-Fine-tuning an FSDP2 model with a DCP save (model and Adam state) every ``EVERY`` steps. Hypothesis draws which
-save and which of ``dcp.save``'s collectives rank 1 is killed entering (its plan's ``gather_object`` /
-``scatter_object_list``, or the write's ``gather_object`` / ``broadcast_object_list``: ``harness.faults``);
-``@restarts(1)`` ends the world and starts it again in fresh ranks with the same ``temp_dir``. Checked:
+Fine-tuning an FSDP2 model with a DCP save (model and Adam state) every ``EVERY`` steps, swept: rank 1 is killed
+entering each of its collectives in turn, one fresh world per point (``@faults.sweep``), and ``@restarts(1)`` ends
+the world and starts it again in fresh ranks with the same ``temp_dir``. CI sweeps DCP's collectives over two saves
+(each save's ``gather_object``: its plan and its commit; with ``dcp.async_save``, each save's last collective, in
+the save's thread); the nightly tier sweeps every collective rank 1 makes over three saves (FSDP's in each step
+too). Checked at every point:
 
 * the restart resumes from the newest *complete* checkpoint (its ``.metadata`` written, which DCP's coordinator
-  does last): a save the kill tore (rank 0's shard on disk, no metadata) is never picked, and the torn save's
-  folder is seen on disk when the kill landed in the write;
+  does last): a save the kill tore (rank 0's shard on disk, no metadata) is never picked;
 * the resumed run ends with the weights of an uninterrupted run (the same steps in the same world), bit for bit
   on CPU;
-* the first attempt never reaches the end (the kill fired), the second starts from the newest complete save;
-* the same with ``dcp.async_save`` (its collectives in its own thread, on a group of its own): rank 1 killed
-  entering a save's last collective, or its write of a save's data failing with ENOSPC (``faults.io_error``).
+* the same with ``dcp.async_save`` (its collectives in its own thread, on a group of its own), and with its write
+  of a save's data failing with ENOSPC on rank 1 (``faults.io_error``, drawn by hypothesis).
 """
 from __future__ import annotations
 
 import os
+import unittest
 
 import torch
 import torch.distributed as dist
@@ -31,8 +32,8 @@ from harness import MultiProcessTestCase, faults, restarts, run_tests, with_comm
 
 STEPS, EVERY, DIM = 6, 2, 8
 SAVES = STEPS // EVERY
-#: dcp.save's collectives, in the order one save makes them, and how many of each one save makes
-SAVE_OPS = {"gather_object": 2, "scatter_object_list": 1, "broadcast_object_list": 1}
+#: the CI sweeps train SHORT steps (two saves): the same checks at a third fewer points
+SHORT = 4
 
 
 def _model() -> nn.Module:
@@ -57,9 +58,9 @@ def _complete(root: str) -> list[int]:
     return sorted(done)
 
 
-def _train(test: MultiProcessTestCase, root: str | None, resume: bool, asynchronous: bool = False
-           ) -> tuple[nn.Module, int]:
-    """Train STEPS steps, saving every EVERY into ``root`` (None: no saves), from the newest complete save;
+def _train(test: MultiProcessTestCase, root: str | None, resume: bool, asynchronous: bool = False,
+           steps: int = STEPS) -> tuple[nn.Module, int]:
+    """Train ``steps`` steps, saving every EVERY into ``root`` (None: no saves), from the newest complete save;
     ``asynchronous``: with ``dcp.async_save`` on a group of its own (its collectives run in its thread), each save
     waited for before the next and at the end."""
     model = _model()
@@ -75,7 +76,7 @@ def _train(test: MultiProcessTestCase, root: str | None, resume: bool, asynchron
             state = {"model": msd, "optim": osd}
             dcp.load(state, checkpoint_id=os.path.join(root, f"step-{start}"))
             set_state_dict(model, optim, model_state_dict=state["model"], optim_state_dict=state["optim"])
-    for step in range(start, STEPS):
+    for step in range(start, steps):
         loss = model(_batch(step, test.rank)).pow(2).sum()
         loss.backward()
         optim.step()
@@ -98,53 +99,74 @@ def _full(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.full_tensor().detach().clone() for k, v in model.state_dict().items()}
 
 
+#: the full sweeps (every collective of rank 1: its training steps' FSDP collectives and DCP's) run in the nightly
+#: tier; CI sweeps the same body over one of DCP's collectives with the same checks
+NIGHTLY = unittest.skipUnless(os.environ.get("DISTHARNESS_NIGHTLY") == "1",
+                              "nightly tier (DISTHARNESS_NIGHTLY=1 runs it): every collective of rank 1; CI sweeps the "
+                              "same body over DCP's save collectives (test_*_save_points_resume_bitwise)")
+
+
 class TestResumeAfterKill(MultiProcessTestCase):
-    @settings(max_examples=2, deadline=None)  # each example: two worlds, two trainings; keep CI small
-    @given(fault=st.builds(lambda save, op, nth: faults.kill(1, op=op, nth=(save - 1) * SAVE_OPS[op] + nth),
-                           st.integers(1, SAVES), st.sampled_from(sorted(SAVE_OPS)), st.integers(1, 2))
-           .filter(lambda f: f.nth <= SAVES * SAVE_OPS[f.op]))
-    @restarts(1)
-    @with_comms
-    @with_temp_dir
-    def test_kill_during_save_resumes_bitwise(self, fault):
+    def resumes_bitwise(self, asynchronous: bool = False, steps: int = STEPS) -> None:
+        """Train with a save every EVERY steps, resuming from the newest complete save; in the attempt after a kill
+        (restart_count 1) that save is the newest one complete before it and never a torn one, and the weights at
+        the end are an uninterrupted run's, bit for bit (CPU)."""
         root = os.path.join(self.temp_dir, "ckpt")
         os.makedirs(root, exist_ok=True)
         complete_before = _complete(root)
         torn = sorted(set(int(n[5:]) for n in os.listdir(root) if n.startswith("step-")) - set(complete_before))
-        model, start = _train(self, root, resume=True)
-        # attempt 0 never gets here: rank 1 is killed inside a save (the fault fired, or the test fails saying so)
-        self.assertEqual(self.restart_count, 1)
+        if self.restart_count == 0:
+            self.assertEqual(complete_before, [])  # a fresh temp_dir: nothing to resume from
+        model, start = _train(self, root, resume=True, asynchronous=asynchronous, steps=steps)
         self.assertEqual(start, complete_before[-1] if complete_before else 0)
         self.assertNotIn(start, torn)  # a torn save is never the one resumed from
-        print(f"RESUMED rank={self.rank} fault={fault} start={start} complete={complete_before} torn={torn}")
+        print(f"RESUMED rank={self.rank} restart_count={self.restart_count} start={start} complete={complete_before} "
+              f"torn={torn}")
         resumed = _full(model)
-        reference, _ = _train(self, None, resume=False)
+        reference, _ = _train(self, None, resume=False, steps=steps)
         for name, value in _full(reference).items():
             self.assertTrue(torch.equal(resumed[name], value), f"{name} differs from the uninterrupted run")
 
-
-    @settings(max_examples=2, deadline=None)
-    @given(fault=st.one_of(
-        st.builds(lambda save, op: faults.kill(1, op=op, nth=save * SAVE_OPS[op]), st.integers(1, SAVES),
-                  st.sampled_from(sorted(SAVE_OPS))),
-        st.builds(lambda save: faults.io_error(1, f"*/step-{save * EVERY}/*.distcp"), st.integers(1, SAVES))))
+    @faults.sweep(faults.kill, rank=1, op="gather_object")  # each save's plan and its commit: 2 points a save
     @restarts(1)
     @with_comms
     @with_temp_dir
-    def test_async_save_failure_resumes_bitwise(self, fault):
-        """``dcp.async_save``: rank 1 killed entering the last of a save's collectives (in the save's thread, after
-        its data was written), or its write of a save's data failing (ENOSPC): the same resume, bit for bit."""
-        root = os.path.join(self.temp_dir, "ckpt")
-        os.makedirs(root, exist_ok=True)
-        complete_before = _complete(root)
-        model, start = _train(self, root, resume=True, asynchronous=True)
-        self.assertEqual(self.restart_count, 1)
-        self.assertEqual(start, complete_before[-1] if complete_before else 0)
-        print(f"RESUMED rank={self.rank} fault={fault} start={start} complete={complete_before}")
-        resumed = _full(model)
-        reference, _ = _train(self, None, resume=False)
-        for name, value in _full(reference).items():
-            self.assertTrue(torch.equal(resumed[name], value), f"{name} differs from the uninterrupted run")
+    def test_save_points_resume_bitwise(self):
+        self.resumes_bitwise(steps=SHORT)
+
+    @NIGHTLY
+    @faults.sweep(faults.kill, rank=1)  # every collective rank 1 makes: FSDP's in each step, DCP's in each save
+    @restarts(1)
+    @with_comms
+    @with_temp_dir
+    def test_every_point_resumes_bitwise(self):
+        self.resumes_bitwise()
+
+    @faults.sweep(faults.kill, rank=1, op="broadcast_object_list")  # each save's last collective, in its thread
+    @restarts(1)
+    @with_comms
+    @with_temp_dir
+    def test_async_save_points_resume_bitwise(self):
+        """``dcp.async_save``: its collectives in the save's thread, on a group of its own."""
+        self.resumes_bitwise(asynchronous=True, steps=SHORT)
+
+    @NIGHTLY
+    @faults.sweep(faults.kill, rank=1)
+    @restarts(1)
+    @with_comms
+    @with_temp_dir
+    def test_async_every_point_resumes_bitwise(self):
+        self.resumes_bitwise(asynchronous=True)
+
+    @settings(max_examples=1, deadline=None)  # one drawn save: the kills' checks are the sweeps'
+    @given(fault=st.builds(lambda save: faults.io_error(1, f"*/step-{save * EVERY}/*.distcp"), st.integers(1, SAVES)))
+    @restarts(1)
+    @with_comms
+    @with_temp_dir
+    def test_async_save_write_failure_resumes_bitwise(self, fault):
+        """``dcp.async_save`` whose write of a save's data fails (ENOSPC, ``faults.io_error``) on rank 1: the same
+        resume, bit for bit."""
+        self.resumes_bitwise(asynchronous=True)
 
 
 if __name__ == "__main__":

@@ -301,7 +301,8 @@ def _front_end(front_end: str, module: str) -> tuple[str, list[str], str]:
 def under_each_front_end(module: str, checks: type, front_ends: dict[str, type | tuple[type, ...]],
                          env: dict[str, str | None] | None = None,
                          args: dict[str, list[str]] | None = None,
-                         nightly_only: tuple[str, ...] | None = None) -> dict[str, type[FixtureTestCase]]:
+                         nightly_only: tuple[str, ...] | None = None, suffix: str = ""
+                         ) -> dict[str, type[FixtureTestCase]]:
     """One FixtureTestCase class per front end, ``TestUnder<front end>``: each runs fixture ``module`` once the way
     that front end runs it, and has the tests of the ``checks`` mixin (``self.FRONT_END`` says which front end ran).
 
@@ -309,7 +310,8 @@ def under_each_front_end(module: str, checks: type, front_ends: dict[str, type |
     front end has. ``env``: the fixture's environment (base_env's overrides). ``args``: arguments added to a front
     end's own (``{THE_RUNNER: ["--verbose"]}``). ``nightly_only``: front ends whose class runs in the nightly tier
     alone (:func:`nightly`), where the others already check the same fixture in CI; by default every front
-    end but the first (each front end's own path has tests of its own that CI runs). Make the classes module
+    end but the first (each front end's own path has tests of its own that CI runs). ``suffix``: added to each class's
+    name, for a second fixture in the same test module. Make the classes module
     globals, for unittest and pytest to find::
 
         globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), PYTEST: _PytestOnly}, env=NO_GPUS))
@@ -319,7 +321,7 @@ def under_each_front_end(module: str, checks: type, front_ends: dict[str, type |
         nightly_only = tuple(front_ends)[1:]
     for front_end, extra in front_ends.items():
         runner, front_args, doc = _front_end(front_end, module)
-        name = f"TestUnder{front_end}"
+        name = f"TestUnder{front_end}{suffix}"
         extras = extra if isinstance(extra, tuple) else (extra,)
         classes[name] = type(name, (*extras, checks, FixtureTestCase), {
             "__module__": checks.__module__, "__qualname__": name, "__doc__": doc, "FRONT_END": front_end,

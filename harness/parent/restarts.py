@@ -12,6 +12,7 @@ and its ``--max-restarts`` starts the job again after a rank is killed.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
@@ -28,7 +29,7 @@ from harness.shared.errors import UsageError
 from harness.shared.faults import Fault, attempt_env
 from harness.shared.outcome import FAILED
 
-__all__ = ["plan_of", "check", "run_attempts", "launched_attempt"]
+__all__ = ["plan_of", "check", "run_attempts", "fresh_attempts", "judge", "Judged", "launched_attempt"]
 
 
 def plan_of(marks: dict[str, Any], kwargs: dict[str, Any] | None) -> list[Fault]:
@@ -85,6 +86,9 @@ def _problem(f: Fault, restarts: int, world_size: int) -> str:
         if not _int(f.errno) or f.errno <= 0:
             return f"errno={f.errno!r}: give an errno number, such as errno.ENOSPC"
     return ""
+
+
+problem = _problem  # why one fault can never fire as written ("" when it can): a sweep checks its points with it
 
 
 def launched_attempt() -> int:
@@ -151,28 +155,46 @@ def run_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault],
         done.append(judging.judge_attempt(plan, number, results, entries))
         return _verdict(testrun, kwargs, plan, done, raw, restarts, launched=True)
     testrun.reused = False  # every attempt in ranks of its own
+    start = lambda: worlds.fresh(testrun.world_size, testrun.placement, conf)  # noqa: E731
+    done, raw, testrun.pids = fresh_attempts(testrun, kwargs, plan, restarts, start)
+    return _verdict(testrun, kwargs, plan, done, raw, restarts)
+
+
+def fresh_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault], restarts: int,
+                   start: Callable[[], Any], count_calls: bool = False, ahead: bool = True,
+                   close: Callable[[Any], None] | None = None
+                   ) -> tuple[list[judging.Attempt], list[list[Any]], list[int]]:
+    """The test's attempts, each in a fresh world that ``start()`` gives and that is closed after it: attempt 0, then
+    one more after each attempt a fault disrupted while ``restarts`` are left. Reads ``testrun``, never changes
+    it (a sweep runs several of these at once). ``count_calls``: every rank counts its collectives; ``ahead``: on
+    CPU the next attempt's world is started while this one runs; ``close(world)``: how a world is closed after its
+    attempt (``world.close()``). Returns (attempts judged, each attempt's results, the ranks' pids)."""
+    wants_temp = bool(testrun.marks["temp_dir"])
+    done: list[judging.Attempt] = []
+    raw: list[list[Any]] = []
+    pids: list[int] = []
     temp_dir = tempfile.mkdtemp(prefix="harness-test-") if wants_temp else None
     # the fault logs outlive each attempt's world (a pool whose rank died removes its folder at once)
     logs = tempfile.mkdtemp(prefix="harness-faults-")
-    start = lambda: worlds.fresh(testrun.world_size, testrun.placement, conf)  # noqa: E731
     upcoming: _Upcoming | None = None
     try:
         for number in range(restarts + 1):
             world = upcoming.take() if upcoming is not None else start()
             # on CPU the next attempt's ranks start while this one runs, so that a restart waits for none (on GPUs
             # two worlds' CUDA contexts at once could take the memory the running one needs)
-            upcoming = _Upcoming(start) if number < restarts and testrun.placement.device_type == "cpu" else None
+            upcoming = (_Upcoming(start) if ahead and number < restarts and testrun.placement.device_type == "cpu"
+                        else None)
             try:
-                testrun.pids += list(world.pids)
+                pids += list(world.pids)
                 example = world.same_example(kwargs, testrun.test_id) if kwargs is not None else None
                 with world.test_files(False) as (_, file_name):
                     log = os.path.join(logs, f"attempt{number}.jsonl")
                     task = testrun.task(world, example, temp_dir, file_name, faults=plan, attempt=number,
-                                        fault_log=log)
-                    results = world.run(task, conf.peer_grace)
+                                        fault_log=log, count_calls=count_calls)
+                    results = world.run(task, testrun.conf.peer_grace)
                     entries = _read_log(log)
             finally:
-                world.close()  # an attempt's ranks are never reused
+                (close or _close)(world)  # an attempt's ranks are never reused
             raw.append(results)
             attempt = judging.judge_attempt(plan, number, results, entries)
             done.append(attempt)
@@ -186,7 +208,7 @@ def run_attempts(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault],
         shutil.rmtree(logs, ignore_errors=True)
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
-    return _verdict(testrun, kwargs, plan, done, raw, restarts)
+    return done, raw, pids
 
 
 def _launched_temp_dir(testrun: Any) -> str:
@@ -198,6 +220,10 @@ def _launched_temp_dir(testrun: Any) -> str:
     path = os.path.join(tempfile.gettempdir(), f"harness-restarts-{key}")
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def _close(world: Any) -> None:
+    world.close()
 
 
 class _Upcoming:
@@ -238,13 +264,36 @@ def _remove(path: str) -> None:
         pass
 
 
+@dataclasses.dataclass
+class Judged:
+    """A fault test's attempts judged: its verdict, and what the reports say beside it."""
+
+    verdict: Verdict
+    missing: list[str]  # the faults that never fired, each with why
+    names: str  # the faults, each with where it fired (a passing test's line)
+    described: list[str]  # every attempt in words
+    ranks_seconds: float
+    picture: Any  # the last attempt's ranks x collectives, where it went wrong
+
+
 def _verdict(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault], done: list[judging.Attempt],
              raw: list[list[Any]], restarts: int, launched: bool = False) -> Verdict:
+    """The test's verdict (:func:`judge`), its report's facts kept on ``testrun``."""
+    out = judge(testrun, kwargs, plan, done, raw, restarts, launched)
+    testrun.ranks_seconds = out.ranks_seconds
+    if out.picture is not None:
+        testrun.picture = out.picture
+    testrun.fault_names = out.names
+    testrun.fault_attempts = out.described
+    return out.verdict
+
+
+def judge(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault], done: list[judging.Attempt],
+          raw: list[list[Any]], restarts: int, launched: bool = False) -> Judged:
     """The verdict of the last attempt, with the faults that never fired and every attempt in its words."""
     last = done[-1]
-    testrun.ranks_seconds = max((r.duration for r in raw[-1]), default=0.0)
-    if any(r.is_bad for r in raw[-1]):
-        testrun.picture = testrun.picture_from(raw[-1])
+    seconds = max((r.duration for r in raw[-1]), default=0.0)
+    picture = testrun.picture_from(raw[-1]) if any(r.is_bad for r in raw[-1]) else None
     judged = verdict.judge(last.results, testrun.facts(), kwargs, testrun.conf.show_output)
     if launched:  # torchrun's attempt: only its own faults are checked here (the others' attempts ran, or may run)
         missing = judging.never_fired(plan, done, restarts, only=last.number)
@@ -262,15 +311,14 @@ def _verdict(testrun: Any, kwargs: dict[str, Any] | None, plan: list[Fault], don
         else:
             last.then = "passed"
     described = judging.describe(plan, done, restarts)
-    testrun.fault_names = judging.fault_names(plan, done, launched) + (
+    names = judging.fault_names(plan, done, launched) + (
         f"; restarted {len(done) - 1} time{'s' if len(done) != 2 else ''}" if len(done) > 1 else "")
-    testrun.fault_attempts = described
     if missing:
         head = [f"{testrun.test_id}: {line}" for line in missing]
         extra = ["", *judged.lines] if judged.fails else []
-        return Verdict(testrun.test_id, FAILED, head + extra + ["", "Attempts:", *described],
-                       root_rank=judged.root_rank, subtests=judged.subtests, individually=judged.individually,
-                       shown=judged.shown)
-    if judged.fails:
+        judged = Verdict(testrun.test_id, FAILED, head + extra + ["", "Attempts:", *described],
+                         root_rank=judged.root_rank, subtests=judged.subtests, individually=judged.individually,
+                         shown=judged.shown)
+    elif judged.fails:
         judged.lines = [*judged.lines, "", "Attempts:", *described]
-    return judged
+    return Judged(judged, missing, names, described, seconds, picture)

@@ -16,7 +16,7 @@ import unittest
 from typing import Any, Callable
 
 from harness.judging import analysis
-from harness.parent import relay, restarts
+from harness.parent import relay, restarts, sweep
 from harness.shared.output import bounded_output
 from harness.judging import report, triage, verdict
 from harness.shared.config import Settings
@@ -179,6 +179,12 @@ class TestRun:
             if why:
                 return verdict.skipped(self.test_id, why, verdict.PLACEMENT)
         self.examples += 1
+        swept, given_by = sweep.sweep_of(self)
+        if swept is not None:
+            why = self.sweep_skip(swept, given_by)
+            if why:
+                return verdict.skipped(self.test_id, why)
+            return sweep.run_sweep(self, kwargs, swept, given_by)
         plan = restarts.plan_of(self.marks, kwargs)
         if plan:
             restarts.check(plan, self.restarts, self.test_id, self.world_size)
@@ -213,6 +219,14 @@ class TestRun:
         if any(r.is_bad for r in results):
             self.picture = picture_of(results, self.world_size)
         return verdict.judge(results, self.facts(**altered), kwargs, self.conf.show_output)
+
+    def sweep_skip(self, swept: Any, given_by: str) -> str:
+        """Why this test is not swept here ("" when it is); a sweep that cannot run as written is a UsageError."""
+        if not self.run.worlds.replaceable:
+            return (f"{'@faults.sweep' if given_by == sweep.TEST else '--sweep'} {swept}: a sweep runs each point "
+                    "in fresh ranks, and torchrun's launched ranks cannot be replaced; run it under the runner, "
+                    "pytest or unittest")
+        return sweep.check(swept, given_by, self.restarts, self.test_id, self.world_size)
 
     def picture_from(self, results: list[RankResult]) -> analysis.Picture:
         """A failing run's ranks and collectives as data (the HTML report's picture), for this test's world."""
@@ -313,8 +327,12 @@ def run_test(test: unittest.TestCase, run: Run, result: Any = None) -> None:
         skip = verdict.before_run(testrun.facts(), world_skip, markers(testrun.fn)["comms"], defined_at(testrun.fn))
         if skip is not None:
             report.report(test, skip, testrun.notes)
-        elif testrun.marks["faults"]:  # before any rank starts: a fault that can never fire is the user's mistake
-            restarts.check(testrun.marks["faults"], testrun.restarts, testrun.test_id, testrun.world_size)
+        else:  # before any rank starts: a fault that can never fire, or a sweep that cannot run, is the user's mistake
+            if testrun.marks["faults"]:
+                restarts.check(testrun.marks["faults"], testrun.restarts, testrun.test_id, testrun.world_size)
+            swept, given_by = sweep.sweep_of(testrun)
+            if swept is not None and testrun.run.worlds.replaceable and not is_hypothesis_test(testrun.fn):
+                sweep.check(swept, given_by, testrun.restarts, testrun.test_id, testrun.world_size)
         if testrun.placement.shortfall:  # the run ends by saying so: never a silent move to CPU
             testrun.notes.fallback(testrun.test_id, testrun.placement.device_type == "cpu", testrun.placement.reason)
         drive(test, testrun, testrun.run_once)

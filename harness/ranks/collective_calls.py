@@ -1,8 +1,9 @@
 """Which collective a rank enters, by the user's name: torch.distributed's Python functions wrapped while a test runs.
 
-:data:`OPS` is the pure mapping from the functions wrapped to the name a user knows the collective by (an
+:data:`OPS` is the mapping from the functions wrapped to the name a user knows the collective by (an
 alias maps to the name it stands for: FSDP2 calls ``all_gather_single`` where a user says
-``all_gather_into_tensor``). :func:`install` wraps them, calls ``on_call(op)`` as the rank enters each one and
+``all_gather_into_tensor``); it is ``harness.shared.collective_names.CALLS``, the one table of names the recorder
+reads too. :func:`install` wraps them, calls ``on_call(op)`` as the rank enters each one and
 :func:`uninstall` puts torch's own functions back.
 
 Why the Python functions and not a ``TorchDispatchMode`` over the c10d ops (what ``CommDebugMode`` uses): the
@@ -20,69 +21,16 @@ import sys
 import threading
 from typing import Any, Callable
 
+from harness.shared import collective_names
+
 __all__ = ["OPS", "FUNCOL_OPS", "user_name", "known_ops", "install", "uninstall"]
 
-#: torch.distributed's collective (and point-to-point) functions -> the user's name of the collective
-OPS: dict[str, str] = {
-    "all_reduce": "all_reduce",
-    "all_reduce_coalesced": "all_reduce_coalesced",
-    "reduce": "reduce",
-    "broadcast": "broadcast",
-    "all_gather": "all_gather",
-    "all_gather_coalesced": "all_gather_coalesced",
-    "all_gather_into_tensor": "all_gather_into_tensor",
-    "all_gather_single": "all_gather_into_tensor",
-    "_all_gather_base": "all_gather_into_tensor",
-    "all_gather_object": "all_gather_object",
-    "gather": "gather",
-    "gather_object": "gather_object",
-    "scatter": "scatter",
-    "scatter_object_list": "scatter_object_list",
-    "broadcast_object_list": "broadcast_object_list",
-    "reduce_scatter": "reduce_scatter",
-    "reduce_scatter_tensor": "reduce_scatter_tensor",
-    "reduce_scatter_single": "reduce_scatter_tensor",
-    "_reduce_scatter_base": "reduce_scatter_tensor",
-    "all_to_all": "all_to_all",
-    "all_to_all_single": "all_to_all_single",
-    "barrier": "barrier",
-    "monitored_barrier": "monitored_barrier",
-    "send": "send",
-    "recv": "recv",
-    "isend": "isend",
-    "irecv": "irecv",
-    "send_object_list": "send_object_list",
-    "recv_object_list": "recv_object_list",
-    "batch_isend_irecv": "batch_isend_irecv",
-}
-
-#: torch.distributed._functional_collectives (DTensor's collectives) -> the user's name
-FUNCOL_OPS: dict[str, str] = {
-    "all_reduce": "all_reduce",
-    "all_reduce_coalesced": "all_reduce_coalesced",
-    "all_gather_tensor": "all_gather_into_tensor",
-    "all_gather_tensor_autograd": "all_gather_into_tensor",
-    "reduce_scatter_tensor": "reduce_scatter_tensor",
-    "reduce_scatter_tensor_autograd": "reduce_scatter_tensor",
-    "all_to_all_single": "all_to_all_single",
-    "all_to_all_single_autograd": "all_to_all_single",
-    "broadcast": "broadcast",
-}
-
-
-def user_name(name: str) -> str | None:
-    """The user's name of the collective a function or op name stands for (None: not a collective).
-
-    Example::
-
-        user_name("all_gather_single")    # 'all_gather_into_tensor'
-    """
-    return OPS.get(name) or FUNCOL_OPS.get(name)
-
-
-def known_ops() -> list[str]:
-    """Every name a fault's ``op`` may take: the users' names and their aliases, sorted."""
-    return sorted(set(OPS) | set(OPS.values()) | set(FUNCOL_OPS) | set(FUNCOL_OPS.values()))
+#: torch.distributed's functions and its functional collectives -> the collective's name: one table with the
+#: recorder's (harness.shared.collective_names), so that a fault, a sweep and a pinned trace name a call alike
+OPS: dict[str, str] = collective_names.CALLS
+FUNCOL_OPS: dict[str, str] = collective_names.FUNCTIONAL_CALLS
+user_name = collective_names.call_name
+known_ops = collective_names.call_names
 
 
 _depth = threading.local()  # an inner collective (all_gather under all_gather_object) is not a call of its own

@@ -30,7 +30,8 @@ class InjectedFault(RuntimeError):
 class Trigger:
     """The faults of one rank in one attempt of one test, armed; :meth:`disarm` returns what happened."""
 
-    def __init__(self, faults: list[Fault], rank: int, attempt: int, log: str | None, test_module: str) -> None:
+    def __init__(self, faults: list[Fault], rank: int, attempt: int, log: str | None, test_module: str,
+                 count: bool = False) -> None:
         self.rank = rank
         self.attempt = attempt
         self.log = log
@@ -45,7 +46,7 @@ class Trigger:
         self._open = None
         self._env_before = os.environ.get(attempt_env)
         os.environ[attempt_env] = str(attempt)
-        if any(f.kind != "io_error" for _, f in self.mine):
+        if count or any(f.kind != "io_error" for _, f in self.mine):  # count: a sweep counts every rank's calls
             collective_calls.install(self.on_call, also=(test_module,))
         if any(f.kind == "io_error" for _, f in self.mine):
             self._patch_open()
@@ -64,7 +65,8 @@ class Trigger:
                 count = self.total if name is None else self.counts.get(name, 0)
                 if (name is None or name == op) and count == f.nth:
                     due = (i, f)
-                    self._record(i, f, f"at its {ordinal(f.nth)} {f.what}" + (f" ({op})" if f.op is None else ""))
+                    self._record(i, f, f"at its {ordinal(f.nth)} {f.what}" + (f" ({op})" if f.op is None else ""),
+                                 op)
                     break
         if due is not None:
             self._act(*due)
@@ -116,8 +118,9 @@ class Trigger:
 
     # ---- what happened ---------------------------------------------------------------------------
 
-    def _record(self, index: int, fault: Fault, where: str) -> None:
-        entry = {"index": index, "rank": self.rank, "attempt": self.attempt, "where": where,
+    def _record(self, index: int, fault: Fault, where: str, op: str | None = None) -> None:
+        # op, with counts[op]: the call it fired at, by the user's name and its place among that rank's calls of it
+        entry = {"index": index, "rank": self.rank, "attempt": self.attempt, "where": where, "op": op,
                  "counts": dict(self.counts), "total": self.total}
         self.fired.append(entry)
         if self.log:
@@ -188,7 +191,9 @@ def _instance(fault: Fault) -> BaseException:
         return InjectedFault(f"injected by {fault} ({exc!r} could not be made from a message)")
 
 
-def arm(faults: list[Fault], rank: int, attempt: int, log: str | None, test_module: str) -> Trigger:
+def arm(faults: list[Fault], rank: int, attempt: int, log: str | None, test_module: str,
+        count: bool = False) -> Trigger:
     """Arm this rank's faults for one attempt of one test; ``TORCHELASTIC_RESTART_COUNT`` says the attempt, as
-    torchrun sets it, until :meth:`Trigger.disarm`."""
-    return Trigger(faults, rank, attempt, log, test_module)
+    torchrun sets it, until :meth:`Trigger.disarm`. ``count``: count this rank's collectives even where none of
+    the faults is its own (a sweep's runs)."""
+    return Trigger(faults, rank, attempt, log, test_module, count)

@@ -312,7 +312,8 @@ def _run_in_rank(task: Task, ctx: RankContext) -> RankResult:
                 debugger.wait_for_ide(task.debugpy + ctx.rank, task.test_id, ctx.rank)
             snapshot = isolation.record() if task.isolate else None
             if task.faults is not None:  # after the record: the environment and torch's functions are put back
-                trigger = fault_trigger.arm(task.faults, ctx.rank, task.attempt, task.fault_log, task.module)
+                trigger = fault_trigger.arm(task.faults, ctx.rank, task.attempt, task.fault_log, task.module,
+                                            count=task.count_calls)
             example = _bound_method(test, task, fn)
             if example is not None:
                 setattr(test, task.method, example)

@@ -199,6 +199,11 @@ def build_parser(defaults: Defaults = Defaults()) -> argparse.ArgumentParser:
                      help="with --serve: seconds without a run after which the server ends (default: 900)")
     how.add_argument("--no-server", action="store_true",
                      help="run without the server --serve started, in fresh processes of this run's own")
+    how.add_argument("--sweep", metavar="FAULT",
+                     help="as HARNESS_SWEEP: sweep a fault over every test on rank processes, unmodified, such as "
+                          "'kill(rank=1)' or 'raise_(rank=every_rank, exc=ConnectionError, op=\"barrier\")': each test "
+                          "runs once per collective the rank makes, the fault injected at it, each point in a fresh "
+                          "world; -j N runs N points at once (docs/faults.md)")
     how.add_argument("--no-buffer", "-s", dest="buffer", action="store_false",
                      help="show what tests and ranks print as it comes, instead of only with failures")
 
@@ -277,6 +282,8 @@ def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> 
     args = parser.parse_args(argv)
     try:
         options = parse(args, defaults)
+        if args.sweep is not None:
+            _sweep_every_test(args.sweep, args.jobs)
         if options.watch:
             from harness.runner.watch import watch
 
@@ -285,7 +292,7 @@ def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> 
             from harness.runner import server
 
             return ExitCode(server.start(options.root, args.idle or server.DEFAULT_IDLE))
-        if options.server == "auto" and not os.environ.get("CI"):
+        if options.server == "auto" and not os.environ.get("CI") and args.sweep is None:
             from harness.runner import server
 
             code = server.try_run(options)  # a server --serve started for this project, if one runs
@@ -301,6 +308,19 @@ def main(argv: Sequence[str] | None = None, defaults: Defaults = Defaults()) -> 
         print("0 passed, 0 failed, 0 skipped")
         end_unused_template()
         return ExitCode.USAGE
+
+
+def _sweep_every_test(text: str, jobs: int) -> None:
+    """``--sweep FAULT``: checked now, then the run's (and its -j workers') ``HARNESS_SWEEP``; -j N runs N points
+    of a sweep at once (``HARNESS_SWEEP_JOBS``, unless set)."""
+    from harness.shared.faults import NOT_SWEPT, parse_sweep
+
+    kind = parse_sweep(text).kind
+    if kind in NOT_SWEPT:
+        raise UsageError(f"--sweep {text}: {NOT_SWEPT[kind]}")
+    os.environ["HARNESS_SWEEP"] = text
+    if jobs > 1:
+        os.environ.setdefault("HARNESS_SWEEP_JOBS", str(jobs))
 
 
 def console_main() -> None:

@@ -1,14 +1,20 @@
-"""The collectives by the names users call them: each op torch dispatches, or a process group's method, to
-``torch.distributed``'s name for it, the same on every backend.
+"""The collectives by the names users call them, at both levels a rank is seen at, in one table: each op torch
+dispatches or a process group's method (what the recorder sees, ``harness.testing.collectives``), and each Python
+function of ``torch.distributed`` and its functional collectives (what faults and sweeps count, wrapped by
+``harness.ranks.collective_calls``), to ``torch.distributed``'s name for the collective, the same on every backend.
 
-A pure table, read by the collective recorder (``harness.testing.collectives``) and by whatever else needs to
-say which collective a rank is in (a fault fired at "the Nth ``all_gather_into_tensor`` of rank R"): the
-op ``c10d::_allgather_base_`` and the functional ``_c10d_functional::all_gather_into_tensor`` are both what
-the user called ``all_gather_into_tensor``; a ``*_coalesced`` op is several of that collective issued as one.
+A call has one name at both levels: ``dist.all_gather_single`` (an alias), the op ``c10d::_allgather_base_`` and
+the functional ``_c10d_functional::all_gather_into_tensor`` are all ``all_gather_into_tensor``; ``isend`` is a
+``send``; ``all_reduce_coalesced`` is ``all_reduce`` (a coalesced block: one call to a fault, its members one
+each in a trace). So a fault at "the Nth ``all_gather_into_tensor`` of rank R", a sweep's point and a pinned trace
+say the same name for the same call. The object collectives (:data:`OBJECT_CALLS`: ``gather_object``, ...) are
+Python functions only: one call to a fault and a sweep (what DCP's save is made of); a trace records the tensor
+collectives they are made of.
 """
 from __future__ import annotations
 
-__all__ = ["OPS", "COALESCED", "PROCESS_GROUP_METHODS", "user_name", "is_coalesced"]
+__all__ = ["OPS", "COALESCED", "PROCESS_GROUP_METHODS", "CALLS", "FUNCTIONAL_CALLS", "OBJECT_CALLS", "user_name",
+           "call_name", "call_names", "is_coalesced"]
 
 #: "namespace::op" (the dispatcher's name, overload dropped) -> the name the user called
 OPS: dict[str, str] = {
@@ -82,6 +88,76 @@ PROCESS_GROUP_METHODS: dict[str, str] = {
     "all_gather_into_tensor_coalesced": "all_gather_into_tensor",
     "reduce_scatter_tensor_coalesced": "reduce_scatter_tensor",
 }
+
+
+#: torch.distributed's collective (and point-to-point) Python functions -> the collective's name (an alias, or a
+#: coalesced form, to the collective it is)
+CALLS: dict[str, str] = {
+    "all_reduce": "all_reduce",
+    "all_reduce_coalesced": "all_reduce",
+    "reduce": "reduce",
+    "broadcast": "broadcast",
+    "all_gather": "all_gather",
+    "all_gather_coalesced": "all_gather",
+    "all_gather_into_tensor": "all_gather_into_tensor",
+    "all_gather_single": "all_gather_into_tensor",
+    "_all_gather_base": "all_gather_into_tensor",
+    "all_gather_object": "all_gather_object",
+    "gather": "gather",
+    "gather_object": "gather_object",
+    "scatter": "scatter",
+    "scatter_object_list": "scatter_object_list",
+    "broadcast_object_list": "broadcast_object_list",
+    "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter_tensor",
+    "reduce_scatter_single": "reduce_scatter_tensor",
+    "_reduce_scatter_base": "reduce_scatter_tensor",
+    "all_to_all": "all_to_all",
+    "all_to_all_single": "all_to_all_single",
+    "barrier": "barrier",
+    "monitored_barrier": "monitored_barrier",
+    "send": "send",
+    "recv": "recv",
+    "isend": "send",
+    "irecv": "recv",
+    "send_object_list": "send_object_list",
+    "recv_object_list": "recv_object_list",
+    "batch_isend_irecv": "batch_isend_irecv",
+}
+
+#: torch.distributed._functional_collectives (DTensor's collectives) -> the collective's name
+FUNCTIONAL_CALLS: dict[str, str] = {
+    "all_reduce": "all_reduce",
+    "all_reduce_coalesced": "all_reduce",
+    "all_gather_tensor": "all_gather_into_tensor",
+    "all_gather_tensor_autograd": "all_gather_into_tensor",
+    "reduce_scatter_tensor": "reduce_scatter_tensor",
+    "reduce_scatter_tensor_autograd": "reduce_scatter_tensor",
+    "all_to_all_single": "all_to_all_single",
+    "all_to_all_single_autograd": "all_to_all_single",
+    "broadcast": "broadcast",
+}
+
+#: the Python calls made of other collectives: one call to a fault and a sweep, their tensor collectives in a trace
+OBJECT_CALLS: frozenset[str] = frozenset({"all_gather_object", "gather_object", "scatter_object_list",
+                                          "broadcast_object_list", "send_object_list", "recv_object_list"})
+
+
+def call_name(function: str) -> str | None:
+    """The collective a Python function of ``torch.distributed`` (or its functional collectives) is, by name; or a
+    collective's own name; None: not a collective.
+
+    Example::
+
+        call_name("all_gather_single")    # 'all_gather_into_tensor'
+        call_name("isend")                # 'send'
+    """
+    return CALLS.get(function) or FUNCTIONAL_CALLS.get(function)
+
+
+def call_names() -> list[str]:
+    """Every name a fault's ``op`` may take: the collectives' names and the functions' (aliases), sorted."""
+    return sorted(set(CALLS) | set(CALLS.values()) | set(FUNCTIONAL_CALLS) | set(FUNCTIONAL_CALLS.values()))
 
 
 def _key(op: str) -> str:

@@ -28,7 +28,7 @@ class Variable(NamedTuple):
     default: str  # as the environment would give it; "" = unset (see ``unset``)
     meaning: str  # one line, for --help and reports (docs/settings.md says more)
     field: str  # the Settings field it feeds
-    kind: str  # "choice", "flag", "int" or "float"
+    kind: str  # "choice", "flag", "int", "float" or "text"
     choices: tuple[str, ...] = ()  # kind "choice": the allowed values
     minimum: float | None = None  # kinds "int" and "float"
     unset: str = ""  # default "": what leaving it unset means (the field is then None)
@@ -45,6 +45,8 @@ class Variable(NamedTuple):
             return " | ".join(self.choices)
         if self.kind == "flag":
             return "1 or 0"
+        if self.kind == "text":
+            return "a fault to sweep, such as kill(rank=1)"
         return f"{'an' if self.kind == 'int' else 'a'} {self.kind} >= {self.minimum:g}"
 
 
@@ -96,6 +98,13 @@ VARIABLES: dict[str, Variable] = {
         "", "a port: each rank listens for an IDE's debugger (debugpy; VS Code's attach) on port + rank and waits for "
         "it before its first test; the time limits and the peer grace are off for the run (pip install "
         "distharness[debug])", "ide_port", "int", minimum=1, unset="off"),
+    "HARNESS_SWEEP": Variable(
+        "", "a fault swept over every test that runs on rank processes, such as kill(rank=1): each test runs once "
+        "per collective the rank makes, the fault injected at it (the runner's --sweep; docs/faults.md)",
+        "sweep", "text", unset="off"),
+    "HARNESS_SWEEP_JOBS": Variable(
+        "", "a sweep's points run side by side, each in a fresh world: how many at once", "sweep_jobs", "int",
+        minimum=1, unset="the runner's -j, else max(3, cores // world size + 1)"),
 }
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -131,6 +140,8 @@ class Settings:
     triage_budget: float = 300.0
     pdb: bool = False
     ide_port: int | None = None  # HARNESS_DEBUGPY: the port rank 0 listens on for a debugger; None: off
+    sweep: str | None = None  # HARNESS_SWEEP: a fault swept over every test (harness.parent.sweep); None: off
+    sweep_jobs: int | None = None  # HARNESS_SWEEP_JOBS: a sweep's points at once; None: -j, else by the cores
 
     def timeout_for(self, class_timeout: Any, test_id: str = "") -> float:
         """The environment wins over the class so that a run can raise or lower every limit at once.
@@ -172,6 +183,14 @@ def parse(name: str, raw: str) -> Any:
         raise UsageError(f"{name}={raw!r} is not a flag; use 1 or 0, or {unset}")
     if text == "" and not var.default:
         return None
+    if var.kind == "text":
+        from harness.shared.faults import parse_sweep
+
+        try:
+            parse_sweep(text)
+        except UsageError as exc:
+            raise UsageError(f"{name}={raw!r}: {exc}") from None
+        return text
     kind = int if var.kind == "int" else float
     try:
         value = kind(text)
@@ -190,6 +209,14 @@ def _check(name: str, value: Any) -> None:
         raise UsageError(f"{given}: not one of {', '.join(var.choices)}")
     if var.kind == "flag" and not isinstance(value, bool):
         raise UsageError(f"{given}: give True or False")
+    if var.kind == "text":
+        if value is not None:
+            from harness.shared.faults import parse_sweep
+
+            if not isinstance(value, str):
+                raise UsageError(f"{given}: give the fault as text, such as 'kill(rank=1)'")
+            parse_sweep(value)
+        return
     if var.kind in ("int", "float"):
         if value is None and not var.default:
             return

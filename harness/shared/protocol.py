@@ -66,6 +66,7 @@ class Task:
     faults: list[Any] | None = None
     attempt: int = 0  # which run of the test this is (0: the first; @restarts starts the world again)
     fault_log: str | None = None  # where a rank notes a fault it fired, before it acts (the same file on every rank)
+    count_calls: bool = False  # a sweep's run: every rank counts its collectives (RankResult.faults), faults or not
 
 
 # ---- from a rank --------------------------------------------------------------------------------

@@ -214,6 +214,7 @@ def markers(fn: Any) -> dict[str, Any]:
     gpus = 0
     faults: list[Any] = []
     restarts: int | None = None
+    sweep: Any = None
     for f in _chain(fn):
         comms = comms or getattr(f, _COMMS, False)
         temp = temp or getattr(f, _TEMP, False)
@@ -221,4 +222,6 @@ def markers(fn: Any) -> dict[str, Any]:
         faults += [x for x in getattr(f, "_harness_faults", ()) if not any(x is y for y in faults)]
         if restarts is None:
             restarts = getattr(f, "_harness_restarts", None)
-    return {"comms": comms, "temp_dir": temp, "gpus": gpus, "faults": faults, "restarts": restarts}
+        if sweep is None:
+            sweep = getattr(f, "_harness_sweep", None)
+    return {"comms": comms, "temp_dir": temp, "gpus": gpus, "faults": faults, "restarts": restarts, "sweep": sweep}

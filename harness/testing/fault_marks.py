@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Any, Callable, TypeVar
 
 from harness.shared.errors import UsageError
-from harness.shared.faults import Fault
+from harness.shared.faults import Fault, sweep_of
 
-__all__ = ["inject", "restarts", "FAULTS_ATTR", "RESTARTS_ATTR"]
+__all__ = ["inject", "restarts", "sweep", "FAULTS_ATTR", "RESTARTS_ATTR", "SWEEP_ATTR"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FAULTS_ATTR, RESTARTS_ATTR = "_harness_faults", "_harness_restarts"
+FAULTS_ATTR, RESTARTS_ATTR, SWEEP_ATTR = "_harness_faults", "_harness_restarts", "_harness_sweep"
 
 
 def inject(*faults: Fault) -> Callable[[F], F]:
@@ -70,6 +70,39 @@ def restarts(n: int) -> Callable[[F], F]:
         if not callable(fn):
             raise UsageError(f"@restarts({n}) decorates a test method; got {fn!r}")
         setattr(fn, RESTARTS_ATTR, n)
+        return fn
+
+    return mark
+
+
+def sweep(fault: Any, rank: Any = None, op: str | None = None, nth: int | None = None, **args: Any
+          ) -> Callable[[F], F]:
+    """Run the test once per collective ``rank`` makes (of ``op``; None: every collective), ``fault`` injected at
+    it: ``nth`` = 1..N, N counted by a run of the test without the fault. Each point runs in a fresh world with the
+    test's ``@restarts``; the test passes when it survives every point, and its report names each failing point
+    as the fault that replays it alone (``kill(rank=1, op='gather_object', nth=2)``).
+
+    ``fault``: ``faults.kill``, ``faults.raise_`` (``exc=``, default ``RuntimeError``) or ``faults.delay``
+    (``seconds=``, default 1.0); a ``Fault`` is one point alone. ``rank``: an int, a list, or
+    ``faults.every_rank``. ``nth``: only that point (a replay).
+
+    Example::
+
+        @faults.sweep(faults.kill, rank=1)
+        @restarts(1)
+        @with_comms
+        @with_temp_dir
+        def test_resume(self): ...
+    """
+    spec = sweep_of(fault, rank, op, nth, **args)
+
+    def mark(fn: F) -> F:
+        if not callable(fn):
+            raise UsageError(f"@faults.sweep decorates a test method; got {fn!r}")
+        if getattr(fn, SWEEP_ATTR, None) is not None:
+            raise UsageError(f"@faults.sweep twice on {getattr(fn, '__qualname__', fn)}: a test sweeps one fault; "
+                             "give rank=[...] or faults.every_rank to sweep several ranks")
+        setattr(fn, SWEEP_ATTR, spec)
         return fn
 
     return mark

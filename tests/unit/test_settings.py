@@ -50,7 +50,7 @@ class TestTheTable(unittest.TestCase):
         for name, var in VARIABLES.items():
             with self.subTest(name):
                 self.assertTrue(name.startswith("HARNESS_") and var.meaning)
-                self.assertIn(var.kind, ("choice", "flag", "int", "float"))
+                self.assertIn(var.kind, ("choice", "flag", "int", "float", "text"))
                 self.assertEqual(bool(var.choices), var.kind == "choice")
                 self.assertTrue(var.default or var.unset, "an unset default must say what unset means")
 
