@@ -28,6 +28,7 @@ from harness.testing.requirements import (flag, get_required_world_size, require
                                           skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
                                           with_dist_debug_levels)
 from harness.testing.subtests import run_subtests
+from harness.upstream_modules.common_utils import torch_release
 
 __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinousTest", "MultiThreadedTestCase",
            "DistributedTestBase", "DynamoDistributedMultiProcTestCase", "DynamoDistributedSingleProcTestCase",
@@ -50,15 +51,20 @@ class TestSkip(NamedTuple):
     message: str
 
 
-#: upstream's table of skips (key -> exit code, message), with its codes and words. Ported tests read it for the
-#: messages (``TEST_SKIPS["multi-gpu-2"].message``); a rank here never needs to exit with a code to skip:
-#: ``raise unittest.SkipTest(...)`` in the test body is reported as that rank's skip.
+#: the key and words of the "too few devices" skips: torch 2.15 speaks of accelerators (``multi-device-2``, "Need
+#: at least 2 accelerator devices"), earlier releases of CUDA (``multi-gpu-2``, "Need at least 2 CUDA devices")
+_MULTI, _DEVICES = ("multi-device", "accelerator device") if torch_release() >= (2, 15) else ("multi-gpu", "CUDA device")
+
+#: upstream's table of skips (key -> exit code, message), with its codes and the installed release's words. Ported
+#: tests read it for the messages (``TEST_SKIPS["multi-gpu-2"].message``, ``multi-device-2`` from torch 2.15); a rank
+#: here never needs to exit with a code to skip: ``raise unittest.SkipTest(...)`` in the test body is reported as
+#: that rank's skip.
 TEST_SKIPS: dict[str, TestSkip] = {
     "backend_unavailable": TestSkip(72, "Skipped because distributed backend is not available."),
     "small_worldsize": TestSkip(73, "Skipped due to small world size."),
     "odd_worldsize": TestSkip(87, "Skipped due to odd world size."),
     "no_cuda": TestSkip(74, "CUDA is not available."),
-    **{f"multi-gpu-{n}": TestSkip(code, f"Need at least {n} CUDA device{'s' if n > 1 else ''}")
+    **{f"{_MULTI}-{n}": TestSkip(code, f"Need at least {n} {_DEVICES}{'s' if n > 1 else ''}")
        for n, code in ((1, 75), (2, 77), (3, 80), (4, 81), (5, 82), (6, 83), (7, 84), (8, 85))},
     "nccl": TestSkip(76, "c10d not compiled with NCCL support"),
     "skipIfRocm": TestSkip(78, "Test skipped for ROCm"),
@@ -126,7 +132,7 @@ def create_tcp_store(addr: str = "localhost", world_size: int = 1, is_master: bo
             return dist.TCPStore(addr, port, world_size, is_master, wait_for_workers=wait_for_workers,
                                  use_libuv=use_libuv)
         except (RuntimeError, dist.DistNetworkError) as exc:
-            if ADDRESS_IN_USE not in str(exc) or attempt == 9:
+            if ADDRESS_IN_USE.lower() not in str(exc).lower() or attempt == 9:  # its case changed in 2.14
                 raise
     raise AssertionError("unreachable")
 
@@ -182,7 +188,7 @@ def skip_if_no_gpu(func: Callable[..., Any]) -> Callable[..., Any]:
         if count == 0:
             raise unittest.SkipTest(TEST_SKIPS["no_cuda"].message)
         if count < world_size:
-            raise unittest.SkipTest(TEST_SKIPS[f"multi-gpu-{world_size}"].message)
+            raise unittest.SkipTest(TEST_SKIPS[f"{_MULTI}-{world_size}"].message)
         return func(*args, **kwargs)
     return wrapper
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import socket
 import statistics
 import sys
@@ -28,10 +29,26 @@ __all__ = ["run_tests", "TestCase", "parametrize", "instantiate_parametrized_tes
            "TemporaryDirectoryName", "dtype_name", "TEST_WITH_TORCHDYNAMO", "TEST_WITH_TORCHINDUCTOR", "TEST_WITH_SLOW",
            "TEST_WITH_UBSAN", "NO_MULTIPROCESSING_SPAWN", "MI300_ARCH", "skipIfTorchDynamo", "skipIfTorchInductor",
            "skipIfRocmArch", "skipIfXpu", "slowTest", "xfailIf", "serialTest", "requires_cuda_p2p_access",
-           "sandcastle_skip_if", "ADDRESS_IN_USE", "CONNECT_TIMEOUT", "load_tests"]
+           "sandcastle_skip_if", "torch_release", "ADDRESS_IN_USE", "CONNECT_TIMEOUT", "load_tests"]
 
-#: the connection errors upstream's files match (``retry_on_connect_failures(connect_errors=(ADDRESS_IN_USE,))``)
-ADDRESS_IN_USE = "Address already in use"
+
+def torch_release() -> tuple[int, int]:
+    """The installed torch's (major, minor): ``(2, 15)`` for ``2.15.0+cu132`` and ``2.15.0a0+git...`` alike. A
+    counterpart of an upstream value that changed between releases gives the installed release's value.
+
+    Example::
+
+        torch_release() >= (2, 14)
+    """
+    match = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
+    if match is None:
+        raise RuntimeError(f"torch.__version__ {torch.__version__!r} does not start with MAJOR.MINOR")
+    return int(match.group(1)), int(match.group(2))
+
+
+#: the connection errors upstream's files match (``retry_on_connect_failures(connect_errors=(ADDRESS_IN_USE,))``):
+#: lower-case from torch 2.14, the words torch's own errors use (the match is case-sensitive)
+ADDRESS_IN_USE = "address already in use" if torch_release() >= (2, 14) else "Address already in use"
 CONNECT_TIMEOUT = "connect() timed out."
 
 #: upstream's default seed (its ``--seed`` flag changes it there; the harness seeds each test itself)

@@ -84,7 +84,7 @@ class TestModuleImports(unittest.TestCase):
                         "skips = common_distributed.TEST_SKIPS\nfb = cu.IS_FBCODE\n",
                         "from harness.upstream_modules import common_utils as cu, common_distributed\n"
                         "skips = common_distributed.TEST_SKIPS\nfb = cu.IS_FBCODE\n")
-        self.assertEqual(ns["skips"]["multi-gpu-2"].exit_code, 77)
+        self.assertEqual(ns["skips"]["no_cuda"].exit_code, 74)
 
     def test_from_subpackage_import_module(self):
         self.check("from torch.testing._internal.distributed import fake_pg\nstore = fake_pg.FakeStore()\n",

@@ -130,7 +130,10 @@ class TestTablesAndFlags(unittest.TestCase):
 
         self.assertEqual({k: tuple(v) for k, v in common_distributed.TEST_SKIPS.items()},
                          {k: tuple(v) for k, v in TEST_SKIPS.items()})
-        self.assertEqual(common_distributed.TEST_SKIPS["multi-gpu-4"].message, "Need at least 4 CUDA devices")
+        # the installed release's words: torch 2.15 renamed multi-gpu-N to multi-device-N, "CUDA" to "accelerator"
+        key, words = (("multi-device-4", "Need at least 4 accelerator devices") if common_utils.torch_release() >= (2, 15)
+                      else ("multi-gpu-4", "Need at least 4 CUDA devices"))
+        self.assertEqual(common_distributed.TEST_SKIPS[key].message, words)
 
     def test_skips_on_this_machine(self):
         class T(unittest.TestCase):
@@ -175,6 +178,12 @@ class TestTablesAndFlags(unittest.TestCase):
         self.assertIsInstance(store, dist.TCPStore)
         self.assertEqual((common_utils.ADDRESS_IN_USE, common_utils.CONNECT_TIMEOUT),
                          (up.ADDRESS_IN_USE, up.CONNECT_TIMEOUT))
+        taken = dist.TCPStore("localhost", 0, 1, True, wait_for_workers=False)
+        with self.assertRaises((RuntimeError, dist.DistNetworkError)) as caught:
+            dist.TCPStore("localhost", taken.port, 1, True, wait_for_workers=False)
+        # torch's own words differ in case from upstream's constant on some releases (2.13's libuv store says
+        # "address already in use"): create_tcp_store matches them either way
+        self.assertIn(common_utils.ADDRESS_IN_USE.lower(), str(caught.exception).lower())
 
     def test_gpu_helpers(self):
         from torch.testing._internal import common_distributed as up
@@ -457,7 +466,9 @@ class TestFSDP2Patches(unittest.TestCase):
 
 
 class TestVerifyStateDict(_OneRank):
-    """The mixin passes and fails where upstream's does, on the same state dicts."""
+    """The mixin passes and fails where upstream's does, on the same state dicts. The sharded model lives on a
+    CPU mesh: ``fully_shard``'s default mesh is the accelerator's where there is one, and the full state dict it
+    is compared with stays on CPU (a GPU machine would compare cuda:0 against cpu)."""
 
     def _classes(self):
         from torch.testing._internal.distributed.common_state_dict import VerifyStateDictMixin as Theirs
@@ -467,6 +478,7 @@ class TestVerifyStateDict(_OneRank):
 
     def test_same_verdicts(self):
         from torch.distributed.checkpoint.state_dict import get_state_dict
+        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
         torch.manual_seed(0)
@@ -476,11 +488,12 @@ class TestVerifyStateDict(_OneRank):
         optim.step()
         import copy
         dist_model = copy.deepcopy(model)
-        fully_shard(dist_model)
+        fully_shard(dist_model, mesh=init_device_mesh("cpu", (1,)))
         dist_optim = torch.optim.Adam(dist_model.parameters())
         dist_model(torch.randn(3, 4)).sum().backward()
         msd, osd = model.state_dict(), optim.state_dict()
         dist_msd, dist_osd = get_state_dict(dist_model, optimizers=dist_optim)
+        self.assertEqual({v.device.type for v in dist_msd.values()}, {"cpu"})
         wrong = {k: v + 1 for k, v in msd.items()}
         for cls in self._classes():
             with self.subTest(cls.__name__):
