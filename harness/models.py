@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 
 __all__ = ["MLP", "MLPStack", "DoubleLinear", "FSDPInitMode", "DEVICEInitMode", "NestedWrappedModule",
            "TransformerWithSharedParams", "MLPModule", "MLPStacked", "ModelArgs", "Attention", "FeedForward",
-           "TransformerBlock", "Transformer"]
+           "TransformerBlock", "Transformer", "RMSNormPython", "SaveForwardInputsModule", "SaveForwardInputsModel"]
 
 
 # ---- FSDP's (upstream's common_fsdp) -------------------------------------------------------------
@@ -478,3 +478,62 @@ class Transformer(nn.Module):
         if module.model_args.weight_tying:
             module.output.weight = module.tok_embeddings.weight  # parameters and gradients shared again
         return module
+
+
+class RMSNormPython(nn.Module):
+    """DTensor's RMSNorm in plain operations: ``x / sqrt(mean(x**2, -1) + eps) * weight``, ``weight`` ones.
+
+    Example::
+
+        norm = RMSNormPython(8)
+        norm(torch.randn(2, 8)).shape     # (2, 8)
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+# ---- mixed precision (upstream's common_distributed) ----------------------------------------------
+
+
+class SaveForwardInputsModule(nn.Module):
+    """A ``Linear(100, 100)`` that records the input it was called with in ``forward_inputs[self]``; with
+    ``cast_forward_inputs`` it casts the input to its weight's dtype first (the input is recorded uncast)."""
+
+    def __init__(self, forward_inputs: dict[nn.Module, torch.Tensor], cast_forward_inputs: bool) -> None:
+        super().__init__()
+        self.l = nn.Linear(100, 100)
+        self.forward_inputs = forward_inputs
+        self.cast_forward_inputs = cast_forward_inputs
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.forward_inputs[self] = x
+        return self.l(x.to(self.l.weight.dtype) if self.cast_forward_inputs else x)
+
+
+class SaveForwardInputsModel(nn.Module):
+    """Two :class:`SaveForwardInputsModule` in a row (``c1``, ``c2``), the model's own input recorded too: mixed-
+    precision tests read ``forward_inputs`` to see which dtype reached each module.
+
+    Example::
+
+        inputs = {}
+        model = SaveForwardInputsModel(inputs, cast_forward_inputs=False)
+        model(torch.randn(2, 100))
+        inputs[model.c1].dtype     # torch.float32
+    """
+
+    def __init__(self, forward_inputs: dict[nn.Module, torch.Tensor], cast_forward_inputs: bool) -> None:
+        super().__init__()
+        self.c1 = SaveForwardInputsModule(forward_inputs, cast_forward_inputs)
+        self.c2 = SaveForwardInputsModule(forward_inputs, cast_forward_inputs)
+        self.forward_inputs = forward_inputs
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.forward_inputs[self] = x
+        return self.c2(self.c1(x))

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import functools
+import unittest
 from typing import Any, Callable, Iterator, NamedTuple
 
 import torch
@@ -28,7 +29,9 @@ from harness.testing.requirements import (flag, get_required_world_size, require
                                           skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
                                           with_dist_debug_levels)
 from harness.testing.subtests import run_subtests
-from harness.upstream_modules.common_utils import torch_release
+from harness.models import SaveForwardInputsModel, SaveForwardInputsModule
+from harness.upstream_modules.common_utils import (LazyVal, getRocmVersion, isRocmArchAnyOf,
+                                                   skip_but_pass_in_sandcastle_if, torch_release)
 
 __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinousTest", "MultiThreadedTestCase",
            "DistributedTestBase", "DynamoDistributedMultiProcTestCase", "DynamoDistributedSingleProcTestCase",
@@ -37,7 +40,10 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            "skip_if_small_worldsize", "with_dist_debug_levels", "get_required_world_size",
            "spawn_threads_and_init_comms", "TEST_WITH_DEV_DBG_ASAN", "TEST_WITH_ROCM", "TEST_SKIPS", "TestSkip",
            "_dynamo_dist_per_rank_init", "at_least_x_gpu", "captured_output", "tp_transports", "create_tcp_store",
-           "init_multigpu_helper", "with_nccl_blocking_wait", "skip_if_no_gpu"]
+           "init_multigpu_helper", "with_nccl_blocking_wait", "skip_if_no_gpu", "requires_nccl_version",
+           "requires_nccl_shrink", "create_device", "sm_is_or_higher_than", "requires_multicast_support",
+           "PLATFORM_SUPPORTS_SYMM_MEM", "skip_if_rocm_ver_lessthan_multiprocess", "skip_if_rocm_arch_multiprocess",
+           "get_timeout", "TIMEOUT_DEFAULT", "TIMEOUT_OVERRIDE", "SaveForwardInputsModel", "SaveForwardInputsModule"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
@@ -177,7 +183,6 @@ def skip_if_no_gpu(func: Callable[..., Any]) -> Callable[..., Any]:
     """Skip the test, in its ranks, without a GPU, or with fewer GPUs than ranks (each rank its own GPU), with
     upstream's messages (``TEST_SKIPS``). Upstream's ranks exit with a code for it; here each rank raises
     ``unittest.SkipTest``, which the harness reports as the test's skip."""
-    import unittest
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -254,3 +259,94 @@ def _dynamo_dist_per_rank_init(rank: int, world_size: int, backend: str | None =
         if init_pg and dist.is_initialized():
             dist.destroy_process_group()
 
+
+
+def requires_nccl_version(version: tuple[int, ...], msg: str) -> Callable[[Any], Any]:
+    """Skip unless torch's NCCL is ``version`` or newer (``msg`` says why the test needs it). Without CUDA the test
+    is left as it is (its other skips decide), as upstream's; without NCCL it skips."""
+    if not torch.cuda.is_available():
+        return lambda fn: fn
+    if not dist.is_nccl_available():
+        return skip_but_pass_in_sandcastle_if(True, "c10d was not compiled with the NCCL backend")
+    found = torch.cuda.nccl.version()
+    return skip_but_pass_in_sandcastle_if(
+        found < tuple(version),
+        f"Requires NCCL version greater than or equal to: {version}, found: {found}, reason: {msg}")
+
+
+def requires_nccl_shrink() -> Callable[[Any], Any]:
+    """Skip unless NCCL can shrink a group (2.27 or newer)."""
+    return requires_nccl_version((2, 27), "Need NCCL 2.27+ for shrink_group")
+
+
+def create_device(interface: str | None = None, lazy_init: bool = False) -> Any:
+    """A gloo device on the loopback address (or on the network ``interface``), for ``ProcessGroupGloo.Options``."""
+    if sys.platform == "win32" or interface is None:
+        return dist.ProcessGroupGloo.create_device(hostname="127.0.0.1", lazy_init=lazy_init)
+    return dist.ProcessGroupGloo.create_device(interface=interface, lazy_init=lazy_init)
+
+
+def sm_is_or_higher_than(device: torch.device, major: int, minor: int) -> bool:
+    """Whether the CUDA ``device`` has compute capability ``(major, minor)`` or more: False on a ROCm GPU (its
+    numbers are not NVIDIA's), True on a device that is not CUDA."""
+    if device.type != "cuda":
+        return True
+    if torch.version.hip is not None:
+        return False
+    return torch.cuda.get_device_capability(device) >= (major, minor)
+
+
+def requires_multicast_support() -> Callable[[Any], Any]:
+    """Skip unless GPU 0 supports multicast for symmetric memory."""
+    available = False
+    if torch.cuda.is_available():
+        from torch._C._autograd import DeviceType
+        from torch._C._distributed_c10d import _SymmetricMemory
+
+        available = _SymmetricMemory.has_multicast_support(DeviceType.CUDA, 0)
+    return skip_but_pass_in_sandcastle_if(not available, "multicast support is not available")
+
+
+def _symmetric_memory() -> bool:
+    if not torch.cuda.is_available():
+        return False
+    return isRocmArchAnyOf(("gfx942", "gfx950")) if torch.version.hip else True
+
+
+#: symmetric memory works here: CUDA (ROCm only on MI300 and MI350); computed when first read
+PLATFORM_SUPPORTS_SYMM_MEM = LazyVal(_symmetric_memory)
+
+
+def skip_if_rocm_ver_lessthan_multiprocess(version: tuple[int, ...] | None = None) -> Callable[[Any], Any]:
+    """Skip on a ROCm build older than ``version`` (on any ROCm build when ``version`` is None), decided at
+    decoration time; every other build runs the test."""
+    def decorator(fn: Any) -> Any:
+        reason = None
+        if flag("TEST_WITH_ROCM"):
+            found = getRocmVersion()
+            if version is None or found < tuple(version):
+                reason = (f"skip_if_rocm_ver_lessthan_multiprocess: ROCm {found} is available but {version} "
+                          "required")
+        return unittest.skipIf(reason is not None, reason)(fn)
+    return decorator
+
+
+def skip_if_rocm_arch_multiprocess(arch: tuple[str, ...]) -> Callable[[Any], Any]:
+    """Skip on ROCm GPUs of the architectures ``arch``, decided at decoration time."""
+    def decorator(fn: Any) -> Any:
+        on_arch = flag("TEST_WITH_ROCM") and torch.cuda.is_available() and \
+            torch.cuda.get_device_properties(0).gcnArchName.split(":")[0] in arch
+        return unittest.skipIf(on_arch, f"skip_if_rocm_arch_multiprocess: test skipped on {arch}")(fn)
+    return decorator
+
+
+#: upstream's time limit for one distributed test, in seconds (500 under TSAN), and the tests it gives more (the harness's own
+#: limit is HARNESS_TIMEOUT; these are for files that read them)
+TIMEOUT_DEFAULT: int = 500 if flag("TEST_WITH_TSAN") else int(os.getenv("DISTRIBUTED_TESTS_DEFAULT_TIMEOUT",
+                                                                                  "300"))
+TIMEOUT_OVERRIDE: dict[str, int] = {"test_ddp_uneven_inputs": 400, "test_DistributedDataParallel": 500}
+
+
+def get_timeout(test_id: str) -> int:
+    """Upstream's time limit for the test ``test_id`` (``module.Class.test_name``), in seconds."""
+    return TIMEOUT_OVERRIDE.get(test_id.split(".")[-1], TIMEOUT_DEFAULT)

@@ -1,6 +1,14 @@
 """``torch.testing._internal.distributed._tensor.common_dtensor`` as distributed test files use it: the
-harness's DTensor classes, ``with_comms``, and DTensor's test models."""
+harness's DTensor classes, ``with_comms``, DTensor's test models, the machine's device for DTensor tests
+(``DEVICE_TYPE``, ``NUM_DEVICES``), and the shard-order helpers of the redistribution tests."""
 from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any, Iterator
+
+import torch
+import torch.distributed as dist
 
 from harness.classes.case import DTensorTestBase, MultiProcessTestCase
 from harness.classes.compat import DTensorContinuousTestBase, MultiProcContinuousTest
@@ -9,14 +17,14 @@ from harness.classes.dynamo import (DistributedTestBase, DynamoDistributedMultiP
 from harness.inprocess.local import LocalDTensorTestBase, create_local_tensor_test_class
 from harness.inprocess.threaded import spawn_threads_and_init_comms
 from harness.inprocess.threaded_classes import DTensorOpTestBase, MultiThreadedTestCase
-from harness.models import (Attention, FeedForward, MLPModule, MLPStacked, ModelArgs, Transformer,
+from harness.models import (Attention, FeedForward, MLPModule, MLPStacked, ModelArgs, RMSNormPython, Transformer,
                             TransformerBlock)
 from harness.testing.decorators import skip_if_lt_x_gpu, with_comms
 from harness.testing.local_ranks import map_local_for_rank
 from harness.testing.requirements import (get_required_world_size, requires_accelerator_dist_backend, requires_gloo,
                                           requires_nccl, requires_world_size, skip_if_odd_worldsize,
                                           skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
-                                          skip_unless_torch_gpu, with_dist_debug_levels)
+                                          flag, skip_unless_torch_gpu, with_dist_debug_levels)
 from harness.testing.subtests import run_subtests
 
 __all__ = ["DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", "LocalDTensorTestBase",
@@ -27,4 +35,138 @@ __all__ = ["DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", 
            "requires_accelerator_dist_backend", "requires_world_size", "skip_if_odd_worldsize",
            "skip_if_small_worldsize", "with_dist_debug_levels", "get_required_world_size",
            "spawn_threads_and_init_comms", "MLPModule", "MLPStacked", "ModelArgs", "Transformer", "TransformerBlock",
-           "Attention", "FeedForward"]
+           "Attention", "FeedForward", "RMSNormPython", "DEVICE_TYPE", "DEVICE_COUNT", "PG_BACKEND", "NUM_DEVICES",
+           "map_local_tensor_for_rank", "LocalDTensorOpTestBase", "generate_shard_orders", "shard_order_to_placement",
+           "patched_distribute_tensor", "redistribute", "make_full_tensor"]
+
+
+def _accelerator() -> Any:
+    """The accelerator DTensor tests use (CUDA, XPU, HPU or a PrivateUse1 device; not Apple's MPS), None
+    without one."""
+    found = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    return found if found is not None and found.type != "mps" else None
+
+
+_FOUND = _accelerator()
+#: the device DTensor tests build meshes on, its count and its backend: the accelerator's, else "cpu" and gloo
+DEVICE_TYPE: str = _FOUND.type if _FOUND is not None else "cpu"
+DEVICE_COUNT: int = torch.accelerator.device_count() if _FOUND is not None else 0
+PG_BACKEND: str = dist.Backend.default_device_backend_map.get(DEVICE_TYPE, "gloo") if _FOUND is not None else "gloo"
+#: the world of DTensor's op tests: 4 ranks, fewer where fewer GPUs exist (2 at least on ROCm)
+NUM_DEVICES: int = min(4, max(2, torch.cuda.device_count())) if flag("TEST_WITH_ROCM") else 4
+if DEVICE_COUNT > 1:
+    NUM_DEVICES = min(NUM_DEVICES, DEVICE_COUNT)
+
+
+def map_local_tensor_for_rank(tensor: Any, rank: Any, func: Any) -> Any:
+    """``func(tensor, rank)``: under local tensors each simulated rank's piece is handed its own rank."""
+    return func(tensor, rank)
+
+
+class LocalDTensorOpTestBase(LocalDTensorTestBase):
+    """``DTensorOpTestBase``'s tests with every rank simulated in one process: ``NUM_DEVICES`` ranks on
+    ``DEVICE_TYPE`` (CPU where there is not a GPU per rank), the ``fake`` default group up for each test as the
+    threaded class has it.
+
+    Example::
+
+        class TestOps(LocalDTensorOpTestBase):
+            def test_add(self):
+                mesh = self.build_device_mesh()
+                with self._get_local_tensor_mode():
+                    d = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+    """
+
+    @property
+    def world_size(self) -> int:
+        return NUM_DEVICES
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.init_pg()
+
+    def tearDown(self) -> None:
+        self.destroy_pg()
+        super().tearDown()
+
+
+def _shard_order(assignment: dict[int, tuple[int, ...]]) -> tuple[Any, ...]:
+    from torch.distributed.tensor._dtensor_spec import ShardOrderEntry
+
+    return tuple(ShardOrderEntry(tensor_dim=dim, mesh_dims=tuple(mesh_dims)) for dim, mesh_dims in assignment.items())
+
+
+def _segments(items: tuple[int, ...], count: int) -> Iterator[list[tuple[int, ...]]]:
+    """``items`` cut into ``count`` non-empty runs, the cuts in ``itertools.combinations`` order."""
+    for cuts in itertools.combinations(range(1, len(items)), count - 1):
+        bounds = (0, *cuts, len(items))
+        yield [items[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def generate_shard_orders(mesh: Any, tensor_rank: int) -> Iterator[tuple[Any, ...]]:
+    """Every way to shard a tensor of ``tensor_rank`` dims over ``mesh``, as shard orders: for each order of the
+    mesh's dims, each cut of it into runs, and each choice of as many tensor dims (in increasing order), the
+    i-th run shards the i-th chosen dim (``ShardOrderEntry(tensor_dim, mesh_dims)``, mesh dims in the order they
+    shard it). The order and repeats are upstream's, so tests parametrized by it name the same cases.
+
+    Example::
+
+        for order in generate_shard_orders(mesh_2d, 2):
+            d = patched_distribute_tensor(t, mesh_2d, None, order)
+    """
+    for device_order in itertools.permutations(range(mesh.ndim)):
+        for count in range(1, mesh.ndim + 1):
+            for runs in _segments(tuple(range(mesh.ndim)), count):
+                for dims in itertools.combinations(range(tensor_rank), count):
+                    yield _shard_order({dim: device_order[run[0]:run[-1] + 1] for dim, run in zip(dims, runs)})
+
+
+def shard_order_to_placement(shard_order: Any, mesh: Any) -> tuple[Any, ...]:
+    """The placements a shard order gives each mesh dim: ``Shard(tensor_dim)`` where a dim shards, ``Replicate()``
+    elsewhere."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    placements: list[Any] = [Replicate()] * mesh.ndim
+    for entry in shard_order or ():
+        for mesh_dim in entry.mesh_dims:
+            placements[mesh_dim] = Shard(entry.tensor_dim)
+    return tuple(placements)
+
+
+def redistribute(dtensor_input: Any, device_mesh: Any, placements: Any, shard_order: Any,
+                 use_graph_based_transform: bool = True) -> Any:
+    """Redistribute a DTensor to ``placements`` in the given shard order (the placements from the order when
+    None): DTensor's own local redistribution with the order set on the target spec."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._redistribute import redistribute_local_tensor
+
+    placements = tuple(placements if placements is not None else shard_order_to_placement(shard_order, device_mesh))
+    old = dtensor_input._spec
+    new = copy.deepcopy(old)
+    new.placements = placements
+    new.shard_order = shard_order if shard_order is not None else ()
+    if new == old:
+        return dtensor_input
+    local = redistribute_local_tensor(dtensor_input.to_local(), old, new,
+                                      use_graph_based_transform=use_graph_based_transform)
+    result = DTensor.from_local(local, device_mesh)
+    result._spec = copy.deepcopy(new)
+    return result
+
+
+def patched_distribute_tensor(input_tensor: torch.Tensor, device_mesh: Any, placements: Any, shard_order: Any,
+                              use_graph_based_transform: bool = True, src_data_rank: int | None = 0) -> Any:
+    """``distribute_tensor`` that also takes a shard order (``distribute_tensor`` itself takes none yet): the
+    tensor distributed to the order's placements, then put in that order."""
+    from torch.distributed.tensor import distribute_tensor
+
+    placements = tuple(placements if placements is not None else shard_order_to_placement(shard_order, device_mesh))
+    tensor = distribute_tensor(input_tensor, device_mesh, placements, src_data_rank=src_data_rank)
+    tensor._spec.use_strided_shard_as_shard_order = False  # a strided shard is not an order here
+    tensor._spec.__post_init__()
+    return redistribute(tensor, device_mesh, placements, shard_order, use_graph_based_transform)
+
+
+def make_full_tensor(dtensor_input: Any) -> torch.Tensor:
+    """The full tensor of a DTensor in any shard order (``full_tensor`` for ordered shards)."""
+    return redistribute(dtensor_input, dtensor_input.device_mesh, None, ()).to_local()

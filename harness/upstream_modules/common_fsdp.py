@@ -35,7 +35,8 @@ __all__ = ["FSDPTest", "FSDPTestMultiThread", "FSDPTestContinuous", "MultiProces
            "DEVICEInitMode", "patch_all_gather", "patch_reduce_scatter", "patch_all_reduce",
            "patch_foreach_all_gather", "patch_foreach_reduce", "patch_unshard", "patch_reshard",
            "patch_post_backward", "patch_register_post_backward_hook_backward", "reduce_scatter_with_assert",
-           "_maybe_wrap_fsdp", "_move_to_device", "get_full_params", "_zero_model"]
+           "_maybe_wrap_fsdp", "_move_to_device", "get_full_params", "_zero_model", "subtest_name",
+           "_assert_module_states", "DummyProcessGroup"]
 
 
 def _collectives_module() -> types.ModuleType:
@@ -212,3 +213,75 @@ def _zero_model(model: nn.Module, zero_buffers: bool = False, summon_full: bool 
             for buffer in model.buffers():
                 with torch.no_grad():
                     buffer.zero_()
+
+
+def subtest_name(test_name_mapping: dict[str, str], *args: Any) -> str:
+    """A subtest's name from its arguments: each one's entry in ``test_name_mapping`` (by ``str(arg)``), "none" for
+    None, joined by "_".
+
+    Example::
+
+        subtest_name({"True": "offload", "False": "no_offload"}, True, None)    # 'offload_none'
+    """
+    return "_".join("none" if arg is None else test_name_mapping[str(arg)] for arg in args)
+
+
+def _assert_module_states(model: nn.Module, process_group: dist.ProcessGroup,
+                          assert_fn: Callable[[torch.Tensor, torch.Tensor], Any]) -> None:
+    """Check every rank holds rank 0's parameters and buffers: each state (on CPU) gathered from every rank, and
+    ``assert_fn(rank 0's, rank r's)`` called on each pair, in ``named_parameters()`` then ``named_buffers()``
+    order.
+
+    Example::
+
+        _assert_module_states(model, dist.group.WORLD, self.assertEqual)
+    """
+    states = [(name, t.detach().cpu()) for name, t in (*model.named_parameters(), *model.named_buffers())]
+    gathered: list[Any] = [None] * dist.get_world_size(process_group)
+    dist.all_gather_object(gathered, states, group=process_group)
+    first = gathered[0]
+    if first is None:
+        raise AssertionError("_assert_module_states: rank 0 sent no states")
+    for other in gathered[1:]:
+        if other is None:
+            raise AssertionError("_assert_module_states: a rank sent no states")
+        if len(other) != len(first):
+            raise AssertionError(f"_assert_module_states: {len(first)} states on rank 0, {len(other)} on another")
+        for (_, mine), (_, theirs) in zip(first, other):
+            assert_fn(mine, theirs)
+
+
+class _DoneWork:
+    """What ``DummyProcessGroup.allreduce`` returns: a work whose future already holds 1."""
+
+    def get_future(self) -> torch.futures.Future:
+        future: torch.futures.Future = torch.futures.Future()
+        future.set_result(1)
+        return future
+
+    def wait(self) -> bool:
+        return True
+
+
+class DummyProcessGroup:
+    """A stand-in group for code that asks only its rank and size and calls ``allreduce`` (FSDP's sharded grad
+    scaler, for one): every ``allreduce`` returns a finished work.
+
+    Example::
+
+        pg = DummyProcessGroup(rank=0, size=2)
+        pg.allreduce([torch.ones(1)]).get_future().wait()    # 1
+    """
+
+    def __init__(self, rank: int, size: int) -> None:
+        self._rank = rank
+        self._size = size
+
+    def rank(self) -> int:
+        return self._rank
+
+    def size(self) -> int:
+        return self._size
+
+    def allreduce(self, *args: Any, **kwargs: Any) -> _DoneWork:
+        return _DoneWork()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import platform
 import re
 import socket
 import statistics
@@ -12,6 +13,7 @@ import sys
 import tempfile
 import time
 import unittest
+import warnings
 from typing import Any, Callable, Iterator
 
 import torch
@@ -29,7 +31,11 @@ __all__ = ["run_tests", "TestCase", "parametrize", "instantiate_parametrized_tes
            "TemporaryDirectoryName", "dtype_name", "TEST_WITH_TORCHDYNAMO", "TEST_WITH_TORCHINDUCTOR", "TEST_WITH_SLOW",
            "TEST_WITH_UBSAN", "NO_MULTIPROCESSING_SPAWN", "MI300_ARCH", "skipIfTorchDynamo", "skipIfTorchInductor",
            "skipIfRocmArch", "skipIfXpu", "slowTest", "xfailIf", "serialTest", "requires_cuda_p2p_access",
-           "sandcastle_skip_if", "torch_release", "ADDRESS_IN_USE", "CONNECT_TIMEOUT", "load_tests"]
+           "sandcastle_skip_if", "torch_release", "ADDRESS_IN_USE", "CONNECT_TIMEOUT", "load_tests", "LazyVal",
+           "lazy_skip_if", "IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR", "requires_cuda",
+           "suppress_warnings", "wrapSwapTensorsTest", "xfailIfTorchDynamo", "getRocmVersion", "isRocmArchAnyOf",
+           "skipIfRocmVersionLessThan", "runOnRocmArch", "skipIfWindows", "MI350_ARCH", "MI200_ARCH",
+           "TEST_CUDA_PYTHON_BINDINGS", "requires_cuda_python_bindings"]
 
 
 def torch_release() -> tuple[int, int]:
@@ -44,6 +50,161 @@ def torch_release() -> tuple[int, int]:
     if match is None:
         raise RuntimeError(f"torch.__version__ {torch.__version__!r} does not start with MAJOR.MINOR")
     return int(match.group(1)), int(match.group(2))
+
+
+class LazyVal:
+    """A value computed when a test first reads it (as a bool, a comparison, ``str``), never at import: a flag
+    that asks the GPU (its capability, its count) must not touch CUDA in a process that forks ranks afterwards.
+
+    Example::
+
+        TEST_MULTIACCELERATOR = LazyVal(lambda: torch.accelerator.device_count() > 1)
+        if TEST_MULTIACCELERATOR: ...
+    """
+
+    def __init__(self, compute: Callable[[], Any]) -> None:
+        self._compute = compute
+        self._value: Any = None
+        self._known = False
+
+    def value(self) -> Any:
+        if not self._known:
+            self._value, self._known = self._compute(), True
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self.value())
+
+    def __eq__(self, other: object) -> bool:
+        return self.value() == (other.value() if isinstance(other, LazyVal) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.value())
+
+    def __str__(self) -> str:
+        return str(self.value())
+
+    __repr__ = __str__
+
+
+def _skip_where(condition: Callable[[], bool], reason: str) -> Callable[[Any], Any]:
+    """Skip a test (checked when it runs) or a class (checked when decorated) where ``condition()`` holds."""
+    def decorator(fn: Any) -> Any:
+        if isinstance(fn, type):
+            return unittest.skipIf(condition(), reason)(fn)
+
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            if condition():
+                raise unittest.SkipTest(reason)
+            return fn(*args, **kwargs)
+        return checked
+    return decorator
+
+
+lazy_skip_if = _skip_where  # upstream's name (2.13 on): the same rule
+
+#: upstream's CI flag: on wherever ``CI`` is set to anything non-empty (GitHub sets CI=true)
+IS_CI: bool = bool(os.environ.get("CI"))
+#: NVIDIA's embedded boards, by the words upstream looks for in the platform's name
+IS_JETSON: bool = any(word in platform.platform() for word in
+                      ("orin", "concord", "galen", "xavier", "nano", "jetson", "tegra", "thor"))
+#: an accelerator of any kind, two or more of them: asked when a test first reads them
+TEST_ACCELERATOR = LazyVal(lambda: torch.accelerator.is_available())
+TEST_MULTIACCELERATOR = LazyVal(lambda: torch.accelerator.device_count() > 1)
+
+#: upstream's "needs CUDA" skip, decided at decoration time as upstream's is
+requires_cuda = unittest.skipUnless(torch.cuda.is_available(), "Requires CUDA")
+
+
+def suppress_warnings(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run the test with every warning ignored (returns None, as upstream's wrapper does)."""
+    @functools.wraps(fn)
+    def quiet(*args: Any, **kwargs: Any) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(*args, **kwargs)
+    return quiet
+
+
+def wrapSwapTensorsTest(swap: bool | None = None) -> Callable[[Any], Any]:
+    """Run the test with ``torch.__future__``'s swap-module-params-on-conversion set to ``swap`` (left as it is
+    for None), put back after it."""
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def swapped(*args: Any, **kwargs: Any) -> None:
+            before = torch.__future__.get_swap_module_params_on_conversion()
+            if swap is not None:
+                torch.__future__.set_swap_module_params_on_conversion(swap)
+            try:
+                fn(*args, **kwargs)
+            finally:
+                torch.__future__.set_swap_module_params_on_conversion(before)
+        return swapped
+    return decorator
+
+
+def xfailIfTorchDynamo(fn: Any) -> Any:
+    """``unittest.expectedFailure`` when the suite runs under dynamo (``PYTORCH_TEST_WITH_DYNAMO=1``)."""
+    return unittest.expectedFailure(fn) if TEST_WITH_TORCHDYNAMO else fn
+
+
+def getRocmVersion() -> tuple[int, ...]:
+    """The ROCm release torch was built with, ``(6, 4)``; ``(0, 0)`` on a build that is not ROCm's."""
+    if not TEST_WITH_ROCM:
+        return (0, 0)
+    words = getattr(torch.version, "rocm", None) or torch.version.hip
+    if not words:
+        return (0, 0)
+    return tuple(int(part) for part in words.split("-", 1)[0].split(".") if part.isdigit())
+
+
+def isRocmArchAnyOf(arch: tuple[str, ...]) -> bool:
+    """Whether GPU 0 is a ROCm GPU of one of the architectures ``arch`` (``MI300_ARCH``, ...)."""
+    if not torch.version.hip:
+        return False
+    name = torch.cuda.get_device_properties(0).gcnArchName
+    return any(a in name for a in arch)
+
+
+def skipIfRocmVersionLessThan(version: tuple[int, ...] | list[int] | None = None) -> Callable[[Any], Any]:
+    """Skip on a ROCm build older than ``version`` (always on ROCm when ``version`` is None); runs elsewhere."""
+    def older() -> bool:
+        return TEST_WITH_ROCM and (version is None or getRocmVersion() < tuple(version))
+    return _skip_where(older, f"ROCm version less than {version} required")
+
+
+def runOnRocmArch(arch: tuple[str, ...]) -> Callable[[Any], Any]:
+    """On ROCm, run the test only on the architectures ``arch`` (skip on others); elsewhere run it."""
+    return _skip_where(lambda: TEST_WITH_ROCM and not isRocmArchAnyOf(arch), f"skipIfRocm: test only runs on {arch}")
+
+
+def _cuda_python_bindings() -> bool:
+    """NVIDIA's ``cuda.bindings`` (cuda-python) is installed and speaks to this build's GPU runtime (CUDA, or
+    ROCm through its HIP port of the package)."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("cuda.bindings") is None:
+            return False
+    except (ImportError, ValueError):
+        return False
+    if torch.version.cuda is not None:
+        return True
+    if torch.version.hip is not None:
+        import cuda.bindings.runtime
+
+        return bool(getattr(cuda.bindings.runtime, "HIP_PYTHON", False))
+    return False
+
+
+TEST_CUDA_PYTHON_BINDINGS: bool = _cuda_python_bindings()
+requires_cuda_python_bindings = unittest.skipUnless(TEST_CUDA_PYTHON_BINDINGS, "requires cuda-python (cuda.bindings)")
+
+
+def skipIfWindows(func: Any = None, *, msg: str = "test doesn't currently work on the Windows stack") -> Any:
+    decorator = _skip_where(lambda: IS_WINDOWS, f"skipIfWindows: {msg}")
+    return decorator(func) if func is not None else decorator
 
 
 #: the connection errors upstream's files match (``retry_on_connect_failures(connect_errors=(ADDRESS_IN_USE,))``):
@@ -81,7 +242,10 @@ TEST_WITH_TORCHDYNAMO: bool = (_env_on("PYTORCH_TEST_WITH_DYNAMO") or TEST_WITH_
 TEST_WITH_SLOW: bool = _env_on("PYTORCH_TEST_WITH_SLOW")
 TEST_WITH_UBSAN: bool = _env_on("PYTORCH_TEST_WITH_UBSAN")
 NO_MULTIPROCESSING_SPAWN = False
+#: AMD GPU architectures by family, as upstream's skips name them
+MI350_ARCH = ("gfx950",)
 MI300_ARCH = ("gfx942",)
+MI200_ARCH = ("gfx90a",)
 
 
 def _skip_if(condition: bool, reason: str) -> Callable[[Any], Any]:

@@ -10,9 +10,9 @@ import unittest
 import torch
 import torch.distributed as dist
 
-from harness.upstream_modules import (common_device_type, common_dist_composable, common_distributed, common_fsdp,
-                                      common_state_dict, common_utils, distributed_utils, logging_utils, st_common,
-                                      two_tensor)
+from harness.upstream_modules import (common_cuda, common_device_type, common_dist_composable, common_distributed,
+                                      common_dtensor, common_fsdp, common_state_dict, common_utils, distributed_utils,
+                                      inductor_utils, logging_utils, st_common, two_tensor)
 
 
 def _same_module(test: unittest.TestCase, theirs: torch.nn.Module, mine: torch.nn.Module) -> None:
@@ -243,6 +243,150 @@ class TestTablesAndFlags(unittest.TestCase):
         self.assertIsInstance(value, float)
         self.assertGreater(value, 0)
         self.assertIs(common_utils.get_cycles_per_ms("cpu"), value)  # measured once
+
+
+class TestNamesRealFilesImport(unittest.TestCase):
+    """The flags, skips, models and helpers PyTorch's own distributed tests import (docs/upstream-names.txt), each
+    against the installed release's own: the same value on this machine, the same verdict, the same output."""
+
+    def _same_flags(self, up, mine, names):
+        for name in names:
+            with self.subTest(name):
+                self.assertEqual(bool(getattr(mine, name)), bool(getattr(up, name)))
+
+    def test_machine_flags(self):
+        from torch.testing._internal import common_cuda as up_cuda, common_utils as up_utils, inductor_utils as up_ind
+        from torch.testing._internal.distributed._tensor import common_dtensor as up_dt
+
+        self._same_flags(up_utils, common_utils, ["IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR"]
+                         + (["TEST_CUDA_PYTHON_BINDINGS"] if hasattr(up_utils, "TEST_CUDA_PYTHON_BINDINGS") else []))
+        self._same_flags(up_cuda, common_cuda, [n for n in common_cuda.__all__ if n.endswith("OrLater")
+                                                or n.startswith("PLATFORM_SUPPORTS_")])
+        self._same_flags(up_ind, inductor_utils, ["HAS_TRITON", "HAS_CUDA_AND_TRITON", "HAS_XPU_AND_TRITON", "HAS_GPU",
+                                                  "HAS_GPU_AND_TRITON", "HAS_MPS", "HAS_MULTIGPU"])
+        from torch.testing._internal import common_distributed as up_dist
+        self._same_flags(up_dist, common_distributed, ["PLATFORM_SUPPORTS_SYMM_MEM"])
+        self.assertEqual(inductor_utils.GPU_TYPE, up_ind.GPU_TYPE)
+        for name in ("MI350_ARCH", "MI300_ARCH", "MI200_ARCH"):
+            self.assertEqual(getattr(common_utils, name), getattr(up_utils, name))
+        self.assertEqual(common_utils.getRocmVersion(), up_utils.getRocmVersion())
+        self.assertEqual(common_cuda._get_torch_rocm_version(), up_cuda._get_torch_rocm_version())
+        self.assertEqual(common_cuda._get_torch_cuda_version(), up_cuda._get_torch_cuda_version())
+        for name in ("DEVICE_TYPE", "PG_BACKEND", "NUM_DEVICES"):
+            self.assertEqual(getattr(common_dtensor, name), getattr(up_dt, name), name)
+        from torch.testing._internal import common_device_type as up_cdt
+        for name in ("e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"):
+            self.assertEqual(getattr(common_device_type, name), getattr(up_cdt, name), name)
+
+    def _verdicts(self, decorate_pairs):
+        """Run one test under each (mine, theirs) decorator: the same outcome and reason."""
+        outcomes = []
+        for decorator in decorate_pairs:
+            class T(unittest.TestCase):
+                @decorator
+                def test_x(self):
+                    pass
+            result = unittest.TestResult()
+            T("test_x").run(result)
+            outcomes.append(([why for _, why in result.skipped], len(result.errors + result.failures),
+                             len(result.expectedFailures), len(result.unexpectedSuccesses)))
+        return outcomes
+
+    def test_skips_give_upstreams_verdicts(self):
+        from torch.testing._internal import common_distributed as up_dist, common_utils as up_utils
+
+        pairs = [
+            (common_utils.requires_cuda, up_utils.requires_cuda),
+            (common_utils.xfailIfTorchDynamo, up_utils.xfailIfTorchDynamo),
+            (common_utils.skipIfRocmVersionLessThan((6, 0)), up_utils.skipIfRocmVersionLessThan((6, 0))),
+            (common_utils.runOnRocmArch(common_utils.MI300_ARCH), up_utils.runOnRocmArch(up_utils.MI300_ARCH)),
+            (common_utils.skipIfWindows, up_utils.skipIfWindows),
+            (common_distributed.requires_nccl_version((2, 18), "why"), up_dist.requires_nccl_version((2, 18), "why")),
+            (common_distributed.requires_multicast_support(), up_dist.requires_multicast_support()),
+            (common_distributed.skip_if_rocm_ver_lessthan_multiprocess((6, 0)),
+             up_dist.skip_if_rocm_ver_lessthan_multiprocess((6, 0))),
+            (common_distributed.skip_if_rocm_arch_multiprocess(("gfx942",)),
+             up_dist.skip_if_rocm_arch_multiprocess(("gfx942",))),
+        ]
+        for mine, theirs in pairs:
+            with self.subTest(getattr(theirs, "__qualname__", repr(theirs))):
+                a, b = self._verdicts([mine, theirs])
+                self.assertEqual(a, b)
+
+    def test_decorators_do_what_upstreams_do(self):
+        import warnings
+
+        from torch.testing._internal import common_utils as up
+
+        for decorate in (common_utils.suppress_warnings, up.suppress_warnings):
+            @decorate
+            def noisy():
+                warnings.warn("loud")
+                return 1
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                self.assertIsNone(noisy())  # both return nothing
+            self.assertEqual(seen, [])
+        before = torch.__future__.get_swap_module_params_on_conversion()
+        for decorate in (common_utils.wrapSwapTensorsTest, up.wrapSwapTensorsTest):
+            seen = []
+            decorate(True)(lambda: seen.append(torch.__future__.get_swap_module_params_on_conversion()))()
+            decorate(None)(lambda: seen.append(torch.__future__.get_swap_module_params_on_conversion()))()
+            self.assertEqual(seen, [True, before])
+            self.assertEqual(torch.__future__.get_swap_module_params_on_conversion(), before)
+
+    def test_distributed_helpers(self):
+        from torch.testing._internal import common_distributed as up
+
+        self.assertEqual(common_distributed.get_timeout("m.T.test_ddp_uneven_inputs"),
+                         up.get_timeout("m.T.test_ddp_uneven_inputs"))
+        self.assertEqual(common_distributed.get_timeout("m.T.test_other"), up.get_timeout("m.T.test_other"))
+        self.assertEqual(common_distributed.sm_is_or_higher_than(torch.device("cpu"), 9, 0),
+                         up.sm_is_or_higher_than(torch.device("cpu"), 9, 0))
+        self.assertEqual(type(common_distributed.create_device()), type(up.create_device()))
+        for cast in (False, True):
+            inputs_mine, inputs_theirs = {}, {}
+            torch.manual_seed(0)
+            mine = common_distributed.SaveForwardInputsModel(inputs_mine, cast)
+            torch.manual_seed(0)
+            theirs = up.SaveForwardInputsModel(inputs_theirs, cast)
+            _same_module(self, theirs, mine)
+            x = torch.randn(2, 100, dtype=torch.float64 if cast else torch.float32)
+            torch.testing.assert_close(mine(x), theirs(x), rtol=0, atol=0)
+            self.assertEqual([(type(m).__name__, t.dtype) for m, t in inputs_mine.items()],
+                             [(type(m).__name__, t.dtype) for m, t in inputs_theirs.items()])
+
+    def test_fsdp_helpers(self):
+        from torch.testing._internal import common_fsdp as up
+
+        mapping = {"True": "on", "False": "off", "1": "one"}
+        for args in ((True, None, 1), (False,), ()):
+            self.assertEqual(common_fsdp.subtest_name(mapping, *args), up.subtest_name(mapping, *args))
+        for pg in (common_fsdp.DummyProcessGroup(1, 4), up.DummyProcessGroup(1, 4)):
+            self.assertEqual((pg.rank(), pg.size(), pg.allreduce(torch.ones(1)).get_future().wait()), (1, 4, 1))
+
+    def test_dtensor_helpers(self):
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.testing._internal.distributed._tensor import common_dtensor as up
+
+        torch.manual_seed(0)
+        theirs = up.RMSNormPython(6)
+        mine = common_dtensor.RMSNormPython(6)
+        _same_module(self, theirs, mine)
+        x = torch.randn(3, 6)
+        torch.testing.assert_close(mine(x), theirs(x), rtol=0, atol=0)
+        self.assertEqual(common_dtensor.map_local_tensor_for_rank(x, 2, lambda t, r: t * r).sum(),
+                         up.map_local_tensor_for_rank(x, 2, lambda t, r: t * r).sum())
+
+        class Mesh:  # generate_shard_orders reads only the mesh's ndim
+            def __init__(self, ndim):
+                self.ndim = ndim
+        for ndim, rank in ((1, 1), (2, 2), (3, 2), (2, 3)):
+            with self.subTest(ndim=ndim, tensor_rank=rank):
+                self.assertEqual(list(common_dtensor.generate_shard_orders(Mesh(ndim), rank)),
+                                 list(up.generate_shard_orders(Mesh(ndim), rank)))
+        self.assertTrue(issubclass(common_dtensor.LocalDTensorOpTestBase, common_dtensor.LocalDTensorTestBase))
+        self.assertIsNotNone(DeviceMesh)
 
 
 class TestDeviceTypes(unittest.TestCase):
