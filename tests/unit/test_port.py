@@ -53,9 +53,17 @@ class TestPortSource(unittest.TestCase):
                                       "which harness.upstream_modules.common_utils does not offer"])
 
     def test_a_module_without_a_namespace_is_listed(self):
-        r = port_source("import torch.testing._internal.common_methods_invocations as cmi\n")
-        self.assertEqual(r.new, "import torch.testing._internal.common_methods_invocations as cmi\n")
+        r = port_source("import torch.testing._internal.common_quantization as cq\n")
+        self.assertEqual(r.new, "import torch.testing._internal.common_quantization as cq\n")
         self.assertIn("no namespace", r.unmapped[0])
+
+    def test_an_upstream_test_body_is_kept_saying_why(self):
+        r = port_source("import torch.testing._internal.common_methods_invocations as cmi\n"
+                        "from torch.testing._internal.distributed.rpc.rpc_test import RpcTest\n")
+        self.assertEqual(r.new, "import torch.testing._internal.common_methods_invocations as cmi\n"
+                                "from torch.testing._internal.distributed.rpc.rpc_test import RpcTest\n")
+        self.assertIn("kept: OpInfo's op_db", r.unmapped[0])
+        self.assertIn("kept: the RPC agent suites", r.unmapped[1])
 
     def test_indented_import_keeps_its_indent(self):
         r = port_source("if True:\n    from torch.testing._internal.common_utils import run_tests\n")
