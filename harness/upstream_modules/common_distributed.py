@@ -43,7 +43,8 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            "init_multigpu_helper", "with_nccl_blocking_wait", "skip_if_no_gpu", "requires_nccl_version",
            "requires_nccl_shrink", "create_device", "sm_is_or_higher_than", "requires_multicast_support",
            "PLATFORM_SUPPORTS_SYMM_MEM", "skip_if_rocm_ver_lessthan_multiprocess", "skip_if_rocm_arch_multiprocess",
-           "get_timeout", "TIMEOUT_DEFAULT", "TIMEOUT_OVERRIDE", "SaveForwardInputsModel", "SaveForwardInputsModule"]
+           "get_timeout", "TIMEOUT_DEFAULT", "TIMEOUT_OVERRIDE", "SaveForwardInputsModel", "SaveForwardInputsModule",
+           "simple_sparse_reduce_tests", "verify_ddp_error_logged"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
@@ -350,3 +351,46 @@ TIMEOUT_OVERRIDE: dict[str, int] = {"test_ddp_uneven_inputs": 400, "test_Distrib
 def get_timeout(test_id: str) -> int:
     """Upstream's time limit for the test ``test_id`` (``module.Class.test_name``), in seconds."""
     return TIMEOUT_OVERRIDE.get(test_id.split(".")[-1], TIMEOUT_DEFAULT)
+
+
+def _sparse_case(rank: int, world_size: int, sparse_dims: int = 1, dense_dims: int = 0) -> torch.Tensor:
+    """Rank ``rank``'s sparse tensor: ones at rows ``0..rank`` of its first sparse dim (index 0 in the others), so
+    any two ranks' tensors overlap; ``dense_dims`` dense dims of size 2."""
+    first = torch.arange(rank + 1).reshape(1, rank + 1)
+    indices = torch.cat([first, torch.zeros(sparse_dims - 1, rank + 1, dtype=first.dtype)])
+    shape = [world_size] + [2] * dense_dims + [world_size] * (sparse_dims - 1)
+    return torch.sparse_coo_tensor(indices, torch.ones([rank + 1] + [2] * dense_dims), shape)
+
+
+def simple_sparse_reduce_tests(rank: int, world_size: int,
+                               num_inputs: int = 1) -> list[tuple[list[torch.Tensor], list[torch.Tensor]]]:
+    """Sparse all-reduce (sum) cases for one rank: ``(its inputs, the expected sums)`` for 1 to 3 sparse dims and
+    1 to 3 dense dims; with ``num_inputs`` inputs a rank holds that many of a world ``num_inputs`` times larger.
+
+    Example::
+
+        for inputs, outputs in simple_sparse_reduce_tests(self.rank, self.world_size):
+            pg.allreduce(inputs).wait()
+    """
+    import functools as ft
+    import operator
+
+    makers = [ft.partial(_sparse_case, sparse_dims=n) for n in (1, 2, 3)]
+    makers += [ft.partial(_sparse_case, dense_dims=n) for n in (1, 2, 3)]
+    wide = num_inputs * world_size
+    cases = []
+    for make in makers:
+        total = ft.reduce(operator.add, [make(r, wide) for r in range(wide)])
+        cases.append(([make(num_inputs * rank + i, wide) for i in range(num_inputs)], [total] * num_inputs))
+    return cases
+
+
+def verify_ddp_error_logged(model_DDP: Any, err_substr: str) -> None:
+    """Check DDP logged the error ``err_substr`` (its C++ stack trace left out) in its logging data."""
+    data = model_DDP._get_ddp_logging_data()
+    for key in ("iteration", "has_error", "error"):
+        if key not in data:
+            raise AssertionError(f"Expected {key!r} in ddp_logging_data")
+    expected = err_substr.split("\nException raised from ")[0]
+    if expected not in data["error"]:
+        raise AssertionError(f"Did not find expected {expected} in ddp logging data error: {data['error']}")

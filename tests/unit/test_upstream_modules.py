@@ -356,6 +356,42 @@ class TestNamesRealFilesImport(unittest.TestCase):
             self.assertEqual([(type(m).__name__, t.dtype) for m, t in inputs_mine.items()],
                              [(type(m).__name__, t.dtype) for m, t in inputs_theirs.items()])
 
+    def test_ddp_error_logged(self):
+        from torch.testing._internal import common_distributed as up
+
+        class Logged:  # what DDP's logging data holds after an error (the helper reads only that)
+            def __init__(self, data):
+                self.data = data
+
+            def _get_ddp_logging_data(self):
+                return self.data
+
+        cases = [({"iteration": 1, "has_error": 1, "error": "bad thing here"}, "bad thing"),
+                 ({"iteration": 1, "has_error": 1, "error": "bad thing"}, "bad thing\nException raised from f at x.cpp"),
+                 ({"iteration": 1, "has_error": 1, "error": "other"}, "bad thing"),
+                 ({"iteration": 1, "error": "bad"}, "bad")]
+        for data, words in cases:
+            verdicts = []
+            for helper in (common_distributed.verify_ddp_error_logged, up.verify_ddp_error_logged):
+                try:
+                    helper(Logged(data), words)
+                    verdicts.append("ok")
+                except AssertionError:
+                    verdicts.append("fails")
+            self.assertEqual(verdicts[0], verdicts[1], (data, words))
+
+    def test_sparse_reduce_cases(self):
+        from torch.testing._internal import common_distributed as up
+
+        for rank, world_size, num_inputs in ((0, 2, 1), (1, 2, 1), (2, 3, 2)):
+            mine = common_distributed.simple_sparse_reduce_tests(rank, world_size, num_inputs)
+            theirs = up.simple_sparse_reduce_tests(rank, world_size, num_inputs)
+            self.assertEqual(len(mine), len(theirs))
+            for (ins, outs), (up_ins, up_outs) in zip(mine, theirs):
+                for a, b in zip(ins + outs, up_ins + up_outs, strict=True):
+                    self.assertEqual(a.shape, b.shape)
+                    torch.testing.assert_close(a.to_dense(), b.to_dense(), rtol=0, atol=0)
+
     def test_fsdp_helpers(self):
         from torch.testing._internal import common_fsdp as up
 
