@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 
 __all__ = ["MLP", "MLPStack", "DoubleLinear", "FSDPInitMode", "DEVICEInitMode", "NestedWrappedModule",
            "TransformerWithSharedParams", "MLPModule", "MLPStacked", "ModelArgs", "Attention", "FeedForward",
-           "TransformerBlock", "Transformer", "RMSNormPython", "SaveForwardInputsModule", "SaveForwardInputsModel"]
+           "TransformerBlock", "Transformer", "NonUniformReqGradNWM", "RMSNormPython", "SaveForwardInputsModule", "SaveForwardInputsModel"]
 
 
 # ---- FSDP's (upstream's common_fsdp) -------------------------------------------------------------
@@ -202,6 +202,69 @@ class NestedWrappedModule(nn.Module):
                                         deterministic=deterministic, **fsdp_kwargs)
             return model.to(_rank_device()) if device_init_mode == DEVICEInitMode.DEVICE_AFTER else model
         raise ValueError(f"NestedWrappedModule.init: unsupported FSDPInitMode {fsdp_init_mode!r}")
+
+
+class NonUniformReqGradNWM(NestedWrappedModule):
+    """:class:`NestedWrappedModule` with its last two linears wrapped together (``module.2``, a Sequential of
+    Linear(16, 4) and Linear(4, 8)) and every parameter frozen but those of ``module.2``'s second linear: all of
+    the trainable parameters live on one rank's shard, so the other ranks hold none (FSDP1's sharded grad
+    scaler's case, ``use_orig_params=True``).
+
+    Example::
+
+        model = NonUniformReqGradNWM.init(self.process_group, FSDPInitMode.RECURSIVE, DEVICEInitMode.DEVICE_AFTER,
+                                          {"use_orig_params": True})
+    """
+
+    #: the parameters left trainable, with or without FSDP1's ``_fsdp_wrapped_module`` in their names
+    TRAINABLE = r"module\.2.*\.1.*"
+
+    def __init__(self, group: Any, wrap_fsdp: bool, device_init_mode: DEVICEInitMode, deterministic: bool,
+                 **fsdp_kwargs: Any) -> None:
+        nn.Module.__init__(self)
+        self.rank = group.rank()
+        self.world_size = group.size()
+        device = _rank_device() if device_init_mode == DEVICEInitMode.DEVICE_BEFORE else None
+
+        def linear(n_in: int, n_out: int) -> nn.Module:
+            layer = nn.Linear(n_in, n_out)
+            return layer.to(device) if device is not None else layer
+
+        def wrap(layer: nn.Module) -> nn.Module:
+            return _fsdp1()(layer, group, **fsdp_kwargs) if wrap_fsdp else layer
+
+        if deterministic:
+            torch.manual_seed(0)
+        first = linear(8, 4)  # built in upstream's order, so a seeded model draws the same weights
+        middle = wrap(nn.Sequential(wrap(linear(4, 16)), linear(16, 16)))
+        last = wrap(nn.Sequential(linear(16, 4), linear(4, 8)))
+        self.module = nn.Sequential(first, middle, last)
+
+    @staticmethod
+    def _set_nonuniform_req_grad(model: nn.Module, req_grad_mask: Any) -> None:
+        """Freeze every parameter whose name does not match ``req_grad_mask``."""
+        import re
+
+        for name, param in model.named_parameters():
+            if not re.match(req_grad_mask, name):
+                param.requires_grad_(False)
+
+    @staticmethod
+    def init(group: Any, fsdp_init_mode: FSDPInitMode, device_init_mode: DEVICEInitMode,  # type: ignore[override]
+             fsdp_kwargs: dict[str, Any] | None = None, deterministic: bool = False) -> nn.Module:
+        """As :meth:`NestedWrappedModule.init`, then every parameter but ``module.2``'s second linear's frozen."""
+        if fsdp_init_mode == FSDPInitMode.NO_FSDP:
+            model: nn.Module = NonUniformReqGradNWM(group, wrap_fsdp=False, device_init_mode=device_init_mode,
+                                                    deterministic=deterministic)
+        elif fsdp_init_mode == FSDPInitMode.RECURSIVE:
+            model = NonUniformReqGradNWM(group, wrap_fsdp=True, device_init_mode=device_init_mode,
+                                         deterministic=deterministic, **dict(fsdp_kwargs or {}))
+            if device_init_mode == DEVICEInitMode.DEVICE_AFTER:
+                model = model.to(_rank_device())
+        else:
+            raise ValueError(f"NonUniformReqGradNWM.init: unsupported FSDPInitMode {fsdp_init_mode!r}")
+        NonUniformReqGradNWM._set_nonuniform_req_grad(model, NonUniformReqGradNWM.TRAINABLE)
+        return model
 
 
 class TransformerWithSharedParams(nn.Module):

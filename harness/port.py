@@ -74,6 +74,7 @@ NAMESPACES: dict[str, str] = {
     f"{_UPSTREAM}.distributed._shard.sharded_tensor": "sharded_tensor",
     f"{_UPSTREAM}.distributed._shard.sharded_tensor._test_st_common": "st_common",
     f"{_UPSTREAM}.inductor_utils": "inductor_utils",
+    f"{_UPSTREAM}.triton_utils": "triton_utils",
 }
 _NAMESPACE_PACKAGE = "harness.upstream_modules"
 

@@ -44,7 +44,7 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            "requires_nccl_shrink", "create_device", "sm_is_or_higher_than", "requires_multicast_support",
            "PLATFORM_SUPPORTS_SYMM_MEM", "skip_if_rocm_ver_lessthan_multiprocess", "skip_if_rocm_arch_multiprocess",
            "get_timeout", "TIMEOUT_DEFAULT", "TIMEOUT_OVERRIDE", "SaveForwardInputsModel", "SaveForwardInputsModule",
-           "simple_sparse_reduce_tests", "verify_ddp_error_logged"]
+           "simple_sparse_reduce_tests", "verify_ddp_error_logged", "import_transformers_or_skip"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
@@ -394,3 +394,18 @@ def verify_ddp_error_logged(model_DDP: Any, err_substr: str) -> None:
     expected = err_substr.split("\nException raised from ")[0]
     if expected not in data["error"]:
         raise AssertionError(f"Did not find expected {expected} in ddp logging data error: {data['error']}")
+
+
+def import_transformers_or_skip() -> Callable[[Any], Any]:
+    """Skip the test, in its ranks, where Hugging Face's ``transformers`` cannot be imported (upstream's words:
+    ``TEST_SKIPS["importerror"]``); upstream's ranks exit with its code, here each rank raises the skip."""
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                import transformers  # noqa: F401
+            except ImportError:
+                raise unittest.SkipTest(TEST_SKIPS["importerror"].message) from None
+            return fn(*args, **kwargs)
+        return checked
+    return decorator

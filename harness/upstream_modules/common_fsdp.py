@@ -18,7 +18,7 @@ from harness.classes.dynamo import (DistributedTestBase, DynamoDistributedMultiP
 from harness.inprocess.threaded import spawn_threads_and_init_comms
 from harness.inprocess.threaded_classes import FSDPTestMultiThread, MultiThreadedTestCase
 from harness.models import (DEVICEInitMode, DoubleLinear, FSDPInitMode, MLP, MLPStack, NestedWrappedModule,
-                            TransformerWithSharedParams)
+                            NonUniformReqGradNWM, TransformerWithSharedParams)
 from harness.testing.requirements import (get_devtype, get_required_world_size, requires_accelerator_dist_backend,
                                           requires_gloo, requires_nccl, requires_world_size, skip_if_odd_worldsize,
                                           skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
@@ -36,7 +36,7 @@ __all__ = ["FSDPTest", "FSDPTestMultiThread", "FSDPTestContinuous", "MultiProces
            "patch_foreach_all_gather", "patch_foreach_reduce", "patch_unshard", "patch_reshard",
            "patch_post_backward", "patch_register_post_backward_hook_backward", "reduce_scatter_with_assert",
            "_maybe_wrap_fsdp", "_move_to_device", "get_full_params", "_zero_model", "subtest_name",
-           "_assert_module_states", "DummyProcessGroup"]
+           "_assert_module_states", "DummyProcessGroup", "NonUniformReqGradNWM"]
 
 
 def _collectives_module() -> types.ModuleType:

@@ -12,7 +12,7 @@ import torch.distributed as dist
 
 from harness.upstream_modules import (common_cuda, common_device_type, common_dist_composable, common_distributed,
                                       common_dtensor, common_fsdp, common_state_dict, common_utils, distributed_utils,
-                                      inductor_utils, logging_utils, st_common, two_tensor)
+                                      inductor_utils, logging_utils, st_common, triton_utils, two_tensor)
 
 
 def _same_module(test: unittest.TestCase, theirs: torch.nn.Module, mine: torch.nn.Module) -> None:
@@ -308,6 +308,8 @@ class TestNamesRealFilesImport(unittest.TestCase):
             (common_distributed.skip_if_rocm_arch_multiprocess(("gfx942",)),
              up_dist.skip_if_rocm_arch_multiprocess(("gfx942",))),
         ]
+        from torch.testing._internal import triton_utils as up_triton
+        pairs += [(getattr(triton_utils, name), getattr(up_triton, name)) for name in triton_utils.__all__]
         for mine, theirs in pairs:
             with self.subTest(getattr(theirs, "__qualname__", repr(theirs))):
                 a, b = self._verdicts([mine, theirs])
@@ -391,6 +393,41 @@ class TestNamesRealFilesImport(unittest.TestCase):
                 for a, b in zip(ins + outs, up_ins + up_outs, strict=True):
                     self.assertEqual(a.shape, b.shape)
                     torch.testing.assert_close(a.to_dense(), b.to_dense(), rtol=0, atol=0)
+
+    def test_transformers_skip(self):
+        import importlib.util
+
+        class T(unittest.TestCase):
+            @common_distributed.import_transformers_or_skip()
+            def test_x(self):
+                pass
+        result = unittest.TestResult()
+        T("test_x").run(result)
+        if importlib.util.find_spec("transformers") is None:  # upstream's rank exits with this code's words
+            from torch.testing._internal.common_distributed import TEST_SKIPS
+            self.assertEqual([why for _, why in result.skipped], [TEST_SKIPS["importerror"].message])
+        else:
+            self.assertTrue(result.wasSuccessful())
+
+    def test_nonuniform_model(self):
+        from torch.testing._internal import common_fsdp as up
+
+        class Group:  # the model reads only the group's rank and size when FSDP does not wrap it
+            def rank(self):
+                return 0
+
+            def size(self):
+                return 2
+        torch.manual_seed(0)
+        theirs = up.NonUniformReqGradNWM.init(Group(), up.FSDPInitMode.NO_FSDP, up.DEVICEInitMode.DEVICE_NEVER,
+                                              deterministic=True)
+        mine = common_fsdp.NonUniformReqGradNWM.init(Group(), common_fsdp.FSDPInitMode.NO_FSDP,
+                                                     common_fsdp.DEVICEInitMode.DEVICE_NEVER, deterministic=True)
+        _same_module(self, theirs, mine)
+        self.assertEqual([(n, p.requires_grad) for n, p in mine.named_parameters()],
+                         [(n, p.requires_grad) for n, p in theirs.named_parameters()])
+        x = torch.randn(4, 8)
+        torch.testing.assert_close(mine(x), theirs(x), rtol=0, atol=0)
 
     def test_fsdp_helpers(self):
         from torch.testing._internal import common_fsdp as up
