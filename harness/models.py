@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 
 __all__ = ["MLP", "MLPStack", "DoubleLinear", "FSDPInitMode", "DEVICEInitMode", "NestedWrappedModule",
            "TransformerWithSharedParams", "MLPModule", "MLPStacked", "ModelArgs", "Attention", "FeedForward",
-           "TransformerBlock", "Transformer", "NonUniformReqGradNWM", "RMSNormPython", "SaveForwardInputsModule", "SaveForwardInputsModel"]
+           "TransformerBlock", "Transformer", "NonUniformReqGradNWM", "SkipModule", "NestedLinear", "SkipModel", "RMSNormPython", "SaveForwardInputsModule", "SaveForwardInputsModel"]
 
 
 # ---- FSDP's (upstream's common_fsdp) -------------------------------------------------------------
@@ -265,6 +265,59 @@ class NonUniformReqGradNWM(NestedWrappedModule):
             raise ValueError(f"NonUniformReqGradNWM.init: unsupported FSDPInitMode {fsdp_init_mode!r}")
         NonUniformReqGradNWM._set_nonuniform_req_grad(model, NonUniformReqGradNWM.TRAINABLE)
         return model
+
+
+def _fsdp1_wrap(module: nn.Module, **kwargs: Any) -> nn.Module:
+    """FSDP1's ``wrap``: an FSDP1 instance inside an ``enable_wrap`` block, the module itself outside one."""
+    from torch.distributed.fsdp.wrap import wrap
+
+    return wrap(module, **kwargs)
+
+
+class SkipModule(nn.Module):
+    """One ``Linear(10, 10)`` without bias, as ``lin``: the layer FSDP1's auto-wrap tests leave unwrapped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(10, 10, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x)
+
+
+class NestedLinear(nn.Module):
+    """``nested_linear``: a ``Linear(10, 10)`` without bias on the ranks' device, FSDP1-wrapped (``wrap``, so only
+    inside ``enable_wrap``) with ``fsdp_wrap``."""
+
+    def __init__(self, fsdp_wrap: bool) -> None:
+        super().__init__()
+        layer = nn.Linear(10, 10, bias=False).to(_rank_device())
+        self.nested_linear = _fsdp1_wrap(layer) if fsdp_wrap else layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.nested_linear(x)
+
+
+class SkipModel(nn.Module):
+    """``linear``, ``linear_skip`` (a :class:`SkipModule`) and ``nested_linear`` (a :class:`NestedLinear`, itself
+    wrapped, and its linear too with ``double_nest``), in that order, on the ranks' device: FSDP1's state-dict
+    tests of a module an ``enable_wrap`` block skips.
+
+    Example::
+
+        with enable_wrap(wrapper_cls=FSDP):
+            model = SkipModel(double_nest=True)
+    """
+
+    def __init__(self, double_nest: bool) -> None:
+        super().__init__()
+        device = _rank_device()
+        self.linear = nn.Linear(10, 10, bias=False).to(device)
+        self.linear_skip = SkipModule().to(device)
+        self.nested_linear = _fsdp1_wrap(NestedLinear(fsdp_wrap=double_nest), device_id=device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.nested_linear(self.linear_skip(self.linear(x)))
 
 
 class TransformerWithSharedParams(nn.Module):

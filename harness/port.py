@@ -73,6 +73,7 @@ NAMESPACES: dict[str, str] = {
     f"{_UPSTREAM}.common_cuda": "common_cuda",
     f"{_UPSTREAM}.distributed._shard.sharded_tensor": "sharded_tensor",
     f"{_UPSTREAM}.distributed._shard.sharded_tensor._test_st_common": "st_common",
+    f"{_UPSTREAM}.distributed._shard.sharded_tensor._test_ops_common": "st_ops_common",
     f"{_UPSTREAM}.inductor_utils": "inductor_utils",
     f"{_UPSTREAM}.triton_utils": "triton_utils",
 }

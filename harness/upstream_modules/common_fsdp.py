@@ -18,7 +18,7 @@ from harness.classes.dynamo import (DistributedTestBase, DynamoDistributedMultiP
 from harness.inprocess.threaded import spawn_threads_and_init_comms
 from harness.inprocess.threaded_classes import FSDPTestMultiThread, MultiThreadedTestCase
 from harness.models import (DEVICEInitMode, DoubleLinear, FSDPInitMode, MLP, MLPStack, NestedWrappedModule,
-                            NonUniformReqGradNWM, TransformerWithSharedParams)
+                            NestedLinear, NonUniformReqGradNWM, SkipModel, SkipModule, TransformerWithSharedParams)
 from harness.testing.requirements import (get_devtype, get_required_world_size, requires_accelerator_dist_backend,
                                           requires_gloo, requires_nccl, requires_world_size, skip_if_odd_worldsize,
                                           skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
@@ -36,7 +36,8 @@ __all__ = ["FSDPTest", "FSDPTestMultiThread", "FSDPTestContinuous", "MultiProces
            "patch_foreach_all_gather", "patch_foreach_reduce", "patch_unshard", "patch_reshard",
            "patch_post_backward", "patch_register_post_backward_hook_backward", "reduce_scatter_with_assert",
            "_maybe_wrap_fsdp", "_move_to_device", "get_full_params", "_zero_model", "subtest_name",
-           "_assert_module_states", "DummyProcessGroup", "NonUniformReqGradNWM"]
+           "_assert_module_states", "DummyProcessGroup", "NonUniformReqGradNWM", "SkipModel", "SkipModule",
+           "NestedLinear", "_broadcast_state_dict", "_get_state_dict", "compiled_fsdp_test"]
 
 
 def _collectives_module() -> types.ModuleType:
@@ -285,3 +286,70 @@ class DummyProcessGroup:
 
     def allreduce(self, *args: Any, **kwargs: Any) -> _DoneWork:
         return _DoneWork()
+
+
+def _get_state_dict(model: nn.Module, cpu_offload: bool = False, half: bool = False) -> dict[str, Any]:
+    """``model``'s state dict, the model first moved to the ranks' device (left where it is with
+    ``cpu_offload``) and cast to half precision with ``half``."""
+    if not cpu_offload:
+        model = model.to(get_devtype())
+    if half:
+        model.half()
+    return model.state_dict()
+
+
+def _broadcast_state_dict(rank: int, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Rank 0's ``state_dict`` on every rank (sent through the CPU as objects), on the ranks' device."""
+    sent = [{name: t.cpu() for name, t in state_dict.items()} if rank == 0 else None]
+    dist.broadcast_object_list(sent)
+    received: dict[str, torch.Tensor] = sent[0]  # type: ignore[assignment]
+    return {name: t.to(get_devtype()) for name, t in received.items()}
+
+
+def compiled_fsdp_test(compile_compute_on_module: type | None = None) -> Callable[[Any], Any]:
+    """Run the test twice: with ``fully_shard`` as it is, then (where triton is installed) with the test module's
+    global ``fully_shard`` replaced by one that also compiles each module it shards (only those of
+    ``compile_compute_on_module``, when given). Every rank changes the global together (a barrier each side).
+
+    Example::
+
+        @compiled_fsdp_test(compile_compute_on_module=TransformerBlock)
+        def test_train_parity(self):
+            ...  # calls fully_shard(...) as the module's global
+    """
+    import functools as ft
+    import warnings
+
+    def sharding_and_compiling(*args: Any, **kwargs: Any) -> Any:
+        from torch.distributed.fsdp import fully_shard
+
+        result = fully_shard(*args, **kwargs)
+        if compile_compute_on_module is None or isinstance(args[0], compile_compute_on_module):
+            args[0].compile()
+        return result
+
+    def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
+        @ft.wraps(func)
+        def both(*args: Any, **kwargs: Any) -> None:
+            from torch.distributed.fsdp import fully_shard
+            from torch.utils._triton import has_triton
+
+            import torch._inductor.config as inductor_config
+
+            for compiled in (False, True):
+                if compiled and not has_triton():
+                    warnings.warn("Inductor on GPU needs Triton and recent GPU arch", stacklevel=2)
+                    continue
+                threads = inductor_config.compile_threads
+                dist.barrier()  # every rank (thread ranks share the global) reads the same function
+                if compiled:
+                    inductor_config.compile_threads = 1
+                func.__globals__[fully_shard.__name__] = sharding_and_compiling if compiled else fully_shard
+                try:
+                    func(*args, **kwargs)
+                finally:
+                    dist.barrier()
+                    func.__globals__[fully_shard.__name__] = fully_shard
+                    inductor_config.compile_threads = threads
+        return both
+    return decorator

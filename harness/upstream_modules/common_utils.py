@@ -35,7 +35,7 @@ __all__ = ["run_tests", "TestCase", "parametrize", "instantiate_parametrized_tes
            "lazy_skip_if", "IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR", "requires_cuda",
            "suppress_warnings", "wrapSwapTensorsTest", "xfailIfTorchDynamo", "getRocmVersion", "isRocmArchAnyOf",
            "skipIfRocmVersionLessThan", "runOnRocmArch", "skipIfWindows", "MI350_ARCH", "MI200_ARCH",
-           "TEST_CUDA_PYTHON_BINDINGS", "requires_cuda_python_bindings"]
+           "TEST_CUDA_PYTHON_BINDINGS", "requires_cuda_python_bindings", "TEST_CUDA_GRAPH", "device_sleep"]
 
 
 def torch_release() -> tuple[int, int]:
@@ -200,6 +200,20 @@ def _cuda_python_bindings() -> bool:
 
 TEST_CUDA_PYTHON_BINDINGS: bool = _cuda_python_bindings()
 requires_cuda_python_bindings = unittest.skipUnless(TEST_CUDA_PYTHON_BINDINGS, "requires cuda-python (cuda.bindings)")
+
+
+#: CUDA graphs can be captured here: CUDA (or ROCm) available and ``PYTORCH_TEST_SKIP_CUDAGRAPH`` not set to 1
+TEST_CUDA_GRAPH: bool = (torch.cuda.is_available() and os.environ.get("PYTORCH_TEST_SKIP_CUDAGRAPH", "0") != "1"
+                         and bool(torch.version.cuda or torch.version.hip))
+
+
+def device_sleep(device: str, cycles: int) -> None:
+    """Keep ``device`` busy for about ``cycles`` of its ``_sleep`` (``get_cycles_per_ms`` converts): a GPU's own
+    sleep kernel, on the CPU a spin of the calling thread."""
+    if device == "cpu":
+        getattr(torch.cpu, "_sleep", _spin)(cycles)
+    else:
+        torch.get_device_module(device)._sleep(cycles)
 
 
 def skipIfWindows(func: Any = None, *, msg: str = "test doesn't currently work on the Windows stack") -> Any:

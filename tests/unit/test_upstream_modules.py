@@ -12,7 +12,8 @@ import torch.distributed as dist
 
 from harness.upstream_modules import (common_cuda, common_device_type, common_dist_composable, common_distributed,
                                       common_dtensor, common_fsdp, common_state_dict, common_utils, distributed_utils,
-                                      inductor_utils, logging_utils, st_common, triton_utils, two_tensor)
+                                      inductor_utils, logging_utils, st_common, st_ops_common, triton_utils,
+                                      two_tensor)
 
 
 def _same_module(test: unittest.TestCase, theirs: torch.nn.Module, mine: torch.nn.Module) -> None:
@@ -258,7 +259,8 @@ class TestNamesRealFilesImport(unittest.TestCase):
         from torch.testing._internal import common_cuda as up_cuda, common_utils as up_utils, inductor_utils as up_ind
         from torch.testing._internal.distributed._tensor import common_dtensor as up_dt
 
-        self._same_flags(up_utils, common_utils, ["IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR"]
+        self._same_flags(up_utils, common_utils, ["IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR",
+                                                  "TEST_CUDA_GRAPH"]
                          + (["TEST_CUDA_PYTHON_BINDINGS"] if hasattr(up_utils, "TEST_CUDA_PYTHON_BINDINGS") else []))
         self._same_flags(up_cuda, common_cuda, [n for n in common_cuda.__all__ if n.endswith("OrLater")
                                                 or n.startswith("PLATFORM_SUPPORTS_")])
@@ -428,6 +430,58 @@ class TestNamesRealFilesImport(unittest.TestCase):
                          [(n, p.requires_grad) for n, p in theirs.named_parameters()])
         x = torch.randn(4, 8)
         torch.testing.assert_close(mine(x), theirs(x), rtol=0, atol=0)
+
+    def test_sharded_tensor_op_helpers(self):
+        from torch.testing._internal.distributed._shard.sharded_tensor import _test_ops_common as up
+
+        for dim in (0, 1):
+            self.assertEqual([(s.dim, [str(p) for p in s.placements])
+                              for s in st_ops_common.generate_chunk_sharding_specs_for_test(dim)],
+                             [(s.dim, [str(p) for p in s.placements]) for s in up.generate_chunk_sharding_specs_for_test(dim)])
+        self.assertEqual([[(m.shard_offsets, m.shard_sizes, str(m.placement)) for m in s.shards]
+                          for s in st_ops_common.generate_enumerable_sharding_specs_for_test()],
+                         [[(m.shard_offsets, m.shard_sizes, str(m.placement)) for m in s.shards]
+                          for s in up.generate_enumerable_sharding_specs_for_test()])
+        weight = torch.randn(17, 10)
+        for spec in up.generate_chunk_sharding_specs_for_test(0):
+            for rank in range(4):
+                self.assertEqual(st_ops_common.generate_local_weight_sharding_params_for_test(weight, 0, 4, spec, rank),
+                                 up.generate_local_weight_sharding_params_for_test(weight, 0, 4, spec, rank))
+        linear = torch.nn.Linear(3, 2)
+        mine, theirs = (m.clone_module_parameter(linear, "weight") for m in (st_ops_common, up))
+        self.assertIsInstance(mine, torch.nn.Parameter)
+        self.assertEqual((mine.data_ptr() != linear.weight.data_ptr(), mine.tolist()),
+                         (theirs.data_ptr() != linear.weight.data_ptr(), theirs.tolist()))
+        for op, inplace in (("+", False), ("*", False), ("-", True), ("/", True), ("torch.add", False)):
+            a, b = torch.tensor([6.0, 8.0]), torch.tensor([2.0, 4.0])
+            self.assertEqual(st_ops_common.gen_binary_op_func(op, inplace)(a.clone(), b).tolist(),
+                             up.gen_binary_op_func(op, inplace)(a.clone(), b).tolist(), op)
+
+    def test_fsdp_models_and_state_dicts(self):
+        from torch.testing._internal import common_fsdp as up
+
+        for nest in (False, True):  # outside enable_wrap: no FSDP1 instance is made
+            torch.manual_seed(2)
+            theirs = up.SkipModel(double_nest=nest)
+            torch.manual_seed(2)
+            mine = common_fsdp.SkipModel(double_nest=nest)
+            _same_module(self, theirs, mine)
+            x = torch.randn(3, 10)
+            torch.testing.assert_close(mine(x), theirs(x), rtol=0, atol=0)
+        model = torch.nn.Linear(2, 2)
+        for kwargs in ({}, {"half": True}, {"cpu_offload": True}):
+            a = common_fsdp._get_state_dict(copy_of(model), **kwargs)
+            b = up._get_state_dict(copy_of(model), **kwargs)
+            self.assertEqual({k: (v.dtype, v.device.type) for k, v in a.items()},
+                             {k: (v.dtype, v.device.type) for k, v in b.items()})
+
+    def test_cpu_sleep(self):
+        from torch.testing._internal import common_utils as up
+
+        before = getattr(torch.cpu, "_sleep", None)
+        common_utils.device_sleep("cpu", 1000)
+        up.device_sleep("cpu", 1000)
+        self.assertIs(getattr(torch.cpu, "_sleep", None), before)
 
     def test_fsdp_helpers(self):
         from torch.testing._internal import common_fsdp as up
@@ -680,6 +734,46 @@ class TestFSDP2Patches(unittest.TestCase):
         self.assertIs(common_fsdp._maybe_wrap_fsdp(plain, False), plain)
         wrapped = common_fsdp._maybe_wrap_fsdp(torch.nn.Linear(2, 2), True, device_id=torch.device("cpu"))
         self.assertIsInstance(wrapped, FullyShardedDataParallel)
+
+
+def copy_of(module):
+    import copy
+
+    return copy.deepcopy(module)
+
+
+class TestOnOneRank(_OneRank):
+    """The helpers that need a process group, in a one-rank gloo group."""
+
+    def test_broadcast_state_dict(self):
+        from torch.testing._internal import common_fsdp as up
+
+        state = {"w": torch.arange(4.0), "b": torch.ones(2)}
+        mine = common_fsdp._broadcast_state_dict(0, dict(state))
+        theirs = up._broadcast_state_dict(0, dict(state))
+        self.assertEqual(list(mine), list(theirs))
+        for key in state:
+            torch.testing.assert_close(mine[key].cpu(), theirs[key].cpu(), rtol=0, atol=0)
+
+    def test_compiled_fsdp_test_runs_eager_then_compiled_and_puts_back(self):
+        from torch.distributed.fsdp import fully_shard
+        from torch.utils._triton import has_triton
+
+        seen = []
+
+        def body():  # the module's global fully_shard: the real one, then the compiling one
+            seen.append(globals()["fully_shard"] is fully_shard)
+        globals()["fully_shard"] = fully_shard
+        try:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                common_fsdp.compiled_fsdp_test()(body)()
+            self.assertIs(globals()["fully_shard"], fully_shard)
+        finally:
+            globals().pop("fully_shard", None)
+        self.assertEqual(seen, [True, False] if has_triton() else [True])
 
 
 class TestVerifyStateDict(_OneRank):
