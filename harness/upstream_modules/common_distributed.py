@@ -44,7 +44,9 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            "requires_nccl_shrink", "create_device", "sm_is_or_higher_than", "requires_multicast_support",
            "PLATFORM_SUPPORTS_SYMM_MEM", "skip_if_rocm_ver_lessthan_multiprocess", "skip_if_rocm_arch_multiprocess",
            "get_timeout", "TIMEOUT_DEFAULT", "TIMEOUT_OVERRIDE", "SaveForwardInputsModel", "SaveForwardInputsModule",
-           "simple_sparse_reduce_tests", "verify_ddp_error_logged", "import_transformers_or_skip"]
+           "simple_sparse_reduce_tests", "verify_ddp_error_logged", "import_transformers_or_skip",
+           "setup_torchcomms_pg", "TORCHCOMM_HAS_GLOO", "TORCHCOMM_HAS_XCCL", "TORCHCOMM_HAS_NCCL",
+           "TORCHCOMM_HAS_RCCL", "TORCHCOMM_HAS_NCCLX", "TORCHCOMM_HAS_RCCLX"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
@@ -409,3 +411,58 @@ def import_transformers_or_skip() -> Callable[[Any], Any]:
             return fn(*args, **kwargs)
         return checked
     return decorator
+
+
+def _torchcomms() -> Any:
+    try:
+        import torchcomms
+    except ImportError:
+        return None
+    return torchcomms
+
+
+def _torchcomms_built(backend: str) -> bool:
+    module = _torchcomms()
+    return bool(module is not None and module.is_backend_built(backend))
+
+
+#: which backends the installed torchcomms package was built with (all False without the package)
+TORCHCOMM_HAS_GLOO: bool = _torchcomms_built("gloo")
+TORCHCOMM_HAS_XCCL: bool = _torchcomms_built("xccl")
+TORCHCOMM_HAS_NCCL: bool = _torchcomms_built("nccl")
+TORCHCOMM_HAS_RCCL: bool = _torchcomms_built("rccl")
+TORCHCOMM_HAS_NCCLX: bool = _torchcomms_built("ncclx")
+TORCHCOMM_HAS_RCCLX: bool = _torchcomms_built("rcclx")
+
+
+def setup_torchcomms_pg(backend: str, rank: int, world_size: int, device: torch.device, store_path: str,
+                        group_name: str) -> dist.ProcessGroup:
+    """A process group named ``group_name`` whose NCCL backend is a torchcomms communicator of ``backend``
+    (``nccl``, ``ncclx``, ...), met through the file ``store_path``, and registered with torch.distributed so that
+    name lookups (``symm_mem.rendezvous(..., group=group_name)``) find it. Each call needs its own ``group_name``
+    and ``store_path``.
+
+    Example::
+
+        pg = setup_torchcomms_pg("ncclx", self.rank, self.world_size, self.device, self.file_name + "_tc", "tc0")
+    """
+    torchcomms = _torchcomms()
+    if torchcomms is None:
+        raise RuntimeError(f"setup_torchcomms_pg({backend!r}, rank={rank}) needs the torchcomms package: install it "
+                           "(pip install torchcomms), or skip the test where it is missing")
+    from torch.distributed.distributed_c10d import _BackendWrapper, _register_pg_in_world
+
+    store = dist.FileStore(store_path, world_size)
+    os.environ["TORCHCOMM_RANK"] = str(rank)
+    os.environ["TORCHCOMM_SIZE"] = str(world_size)
+    comm = torchcomms.new_comm(backend, device, name=f"{group_name}_comm",
+                               store=dist.PrefixStore(f"{group_name}_tc/", store),
+                               hints={"persistent_store": "true"})
+    group = dist.ProcessGroup(dist.PrefixStore(f"{group_name}_pg/", store), comm.get_rank(), comm.get_size())
+    nccl = dist.ProcessGroup.BackendType.NCCL
+    group._register_backend(comm.get_device(), nccl, _BackendWrapper(comm))
+    group._set_default_backend(nccl)  # registering a backend leaves the group's default one undefined
+    group._set_group_name(group_name)
+    _register_pg_in_world(group, backend_name=backend, store=store, group_name=group_name, backend_config=backend,
+                          rank_mapping={r: r for r in range(world_size)})
+    return group

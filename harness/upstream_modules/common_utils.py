@@ -35,7 +35,7 @@ __all__ = ["run_tests", "TestCase", "parametrize", "instantiate_parametrized_tes
            "lazy_skip_if", "IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR", "requires_cuda",
            "suppress_warnings", "wrapSwapTensorsTest", "xfailIfTorchDynamo", "getRocmVersion", "isRocmArchAnyOf",
            "skipIfRocmVersionLessThan", "runOnRocmArch", "skipIfWindows", "MI350_ARCH", "MI200_ARCH",
-           "TEST_CUDA_PYTHON_BINDINGS", "requires_cuda_python_bindings", "TEST_CUDA_GRAPH", "device_sleep"]
+           "TEST_CUDA_PYTHON_BINDINGS", "requires_cuda_python_bindings", "TEST_CUDA_GRAPH", "device_sleep", "check_leaked_tensors"]
 
 
 def torch_release() -> tuple[int, int]:
@@ -214,6 +214,36 @@ def device_sleep(device: str, cycles: int) -> None:
         getattr(torch.cpu, "_sleep", _spin)(cycles)
     else:
         torch.get_device_module(device)._sleep(cycles)
+
+
+@contextlib.contextmanager
+def check_leaked_tensors(limit: int = 1, matched_type: type = torch.Tensor) -> Iterator[list[Any]]:
+    """Find tensors the block leaves in reference cycles: the garbage collector keeps what it frees during the block,
+    and the list yielded is filled, after the block, with the ``matched_type`` objects among it (a warning says how
+    many). ``limit`` is how many graphs upstream draws with objgraph where it is installed; here it only says so.
+
+    Example::
+
+        with check_leaked_tensors() as garbage:
+            schedule.step(x)
+        self.assertEqual(len(garbage), 0)
+    """
+    import gc
+
+    gc.collect()
+    before = len(gc.garbage)
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    found: list[Any] = []
+    try:
+        yield found
+        gc.collect()
+        found.extend(obj for obj in gc.garbage[before:] if isinstance(obj, matched_type))
+        if found:
+            warnings.warn(f"{len(found)} tensors were found in the garbage. Did you introduce a reference cycle?",
+                          stacklevel=3)
+    finally:
+        gc.set_debug(0)
+        del gc.garbage[before:]  # what DEBUG_SAVEALL kept for the check, freed again
 
 
 def skipIfWindows(func: Any = None, *, msg: str = "test doesn't currently work on the Windows stack") -> Any:

@@ -384,6 +384,18 @@ class TestNamesRealFilesImport(unittest.TestCase):
                     verdicts.append("fails")
             self.assertEqual(verdicts[0], verdicts[1], (data, words))
 
+    def test_torchcomms_flags_and_group(self):
+        import importlib.util
+
+        from torch.testing._internal import common_distributed as up
+
+        for name in ("GLOO", "XCCL", "NCCL", "RCCL", "NCCLX", "RCCLX"):
+            self.assertEqual(getattr(common_distributed, f"TORCHCOMM_HAS_{name}"),
+                             getattr(up, f"TORCHCOMM_HAS_{name}", False))
+        if importlib.util.find_spec("torchcomms") is None:
+            with self.assertRaisesRegex(RuntimeError, r"setup_torchcomms_pg\('nccl', rank=0\) needs the torchcomms"):
+                common_distributed.setup_torchcomms_pg("nccl", 0, 1, torch.device("cpu"), "/nonexistent", "g")
+
     def test_sparse_reduce_cases(self):
         from torch.testing._internal import common_distributed as up
 
@@ -474,6 +486,28 @@ class TestNamesRealFilesImport(unittest.TestCase):
             b = up._get_state_dict(copy_of(model), **kwargs)
             self.assertEqual({k: (v.dtype, v.device.type) for k, v in a.items()},
                              {k: (v.dtype, v.device.type) for k, v in b.items()})
+
+    def test_leaked_tensors_found_as_upstream(self):
+        import gc
+        import warnings
+
+        from torch.testing._internal import common_utils as up
+
+        def leak():
+            a = [torch.ones(2)]
+            a.append(a)  # a cycle holding a tensor
+        counts = []
+        for check in (common_utils.check_leaked_tensors, up.check_leaked_tensors):
+            for body in (leak, lambda: torch.ones(2)):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    with check() as garbage:
+                        body()
+                counts.append(len(garbage))
+                gc.garbage.clear()  # upstream's leaves what it saved there
+        self.assertEqual(counts[:2], counts[2:])
+        self.assertEqual(counts[:2], [1, 0])
+        self.assertEqual(gc.get_debug(), 0)
 
     def test_cpu_sleep(self):
         from torch.testing._internal import common_utils as up
