@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import io
+import logging
 import os
 import shutil
 import subprocess
@@ -46,7 +47,8 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            "get_timeout", "TIMEOUT_DEFAULT", "TIMEOUT_OVERRIDE", "SaveForwardInputsModel", "SaveForwardInputsModule",
            "simple_sparse_reduce_tests", "verify_ddp_error_logged", "import_transformers_or_skip",
            "setup_torchcomms_pg", "TORCHCOMM_HAS_GLOO", "TORCHCOMM_HAS_XCCL", "TORCHCOMM_HAS_NCCL",
-           "TORCHCOMM_HAS_RCCL", "TORCHCOMM_HAS_NCCLX", "TORCHCOMM_HAS_RCCLX"]
+           "TORCHCOMM_HAS_RCCL", "TORCHCOMM_HAS_NCCLX", "TORCHCOMM_HAS_RCCLX", "logger", "requires_ddp_rank",
+           "DDP_RANK_DEVICES", "ACCELERATOR_DIST_BACKENDS", "HAS_ACCELERATOR"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
@@ -466,3 +468,20 @@ def setup_torchcomms_pg(backend: str, rank: int, world_size: int, device: torch.
     _register_pg_in_world(group, backend_name=backend, store=store, group_name=group_name, backend_config=backend,
                           rank_mapping={r: r for r in range(world_size)})
     return group
+
+
+#: the logger upstream's distributed tests write to (its name is this module's; INFO and above)
+logger = logging.getLogger(__name__)
+logger.setLevel(logging.INFO)
+
+#: the backends of accelerators, and the device types DDP places one rank per device on
+ACCELERATOR_DIST_BACKENDS = ["nccl", "xccl", "hccl"]
+DDP_RANK_DEVICES = ["cuda", "xpu"]
+#: a CUDA, HPU or XPU device is here
+HAS_ACCELERATOR: bool = bool(flag("TEST_CUDA") or (hasattr(torch, "hpu") and torch.hpu.is_available())
+                             or (hasattr(torch, "xpu") and torch.xpu.is_available()))
+
+
+def requires_ddp_rank(device: str) -> bool:
+    """Whether DDP gives each rank its own ``device`` (``device_ids=[rank]``): CUDA and XPU."""
+    return device in DDP_RANK_DEVICES

@@ -342,6 +342,11 @@ class TestNamesRealFilesImport(unittest.TestCase):
     def test_distributed_helpers(self):
         from torch.testing._internal import common_distributed as up
 
+        for device in ("cpu", "cuda", "xpu", "hpu"):
+            self.assertEqual(common_distributed.requires_ddp_rank(device), up.requires_ddp_rank(device))
+        self.assertEqual((common_distributed.ACCELERATOR_DIST_BACKENDS, bool(common_distributed.HAS_ACCELERATOR),
+                          common_distributed.logger.level),
+                         (up.ACCELERATOR_DIST_BACKENDS, bool(up.HAS_ACCELERATOR), up.logger.level))
         self.assertEqual(common_distributed.get_timeout("m.T.test_ddp_uneven_inputs"),
                          up.get_timeout("m.T.test_ddp_uneven_inputs"))
         self.assertEqual(common_distributed.get_timeout("m.T.test_other"), up.get_timeout("m.T.test_other"))
