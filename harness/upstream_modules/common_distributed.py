@@ -301,15 +301,21 @@ def sm_is_or_higher_than(device: torch.device, major: int, minor: int) -> bool:
     return torch.cuda.get_device_capability(device) >= (major, minor)
 
 
-def requires_multicast_support() -> Callable[[Any], Any]:
-    """Skip unless GPU 0 supports multicast for symmetric memory."""
-    available = False
-    if torch.cuda.is_available():
-        from torch._C._autograd import DeviceType
-        from torch._C._distributed_c10d import _SymmetricMemory
+def _no_multicast() -> bool:
+    if not torch.cuda.is_available():
+        return True
+    from torch._C._autograd import DeviceType
+    from torch._C._distributed_c10d import _SymmetricMemory
 
-        available = _SymmetricMemory.has_multicast_support(DeviceType.CUDA, 0)
-    return skip_but_pass_in_sandcastle_if(not available, "multicast support is not available")
+    return not _SymmetricMemory.has_multicast_support(DeviceType.CUDA, 0)
+
+
+def requires_multicast_support() -> Callable[[Any], Any]:
+    """Skip unless GPU 0 supports multicast for symmetric memory: asked when the test runs, in its rank (a test
+    class: when decorated), so importing the file in the parent leaves CUDA untouched for the ranks it forks."""
+    from harness.upstream_modules.common_utils import lazy_skip_if
+
+    return lazy_skip_if(_no_multicast, "multicast support is not available")
 
 
 def _symmetric_memory() -> bool:

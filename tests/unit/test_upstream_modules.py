@@ -14,6 +14,7 @@ from harness.upstream_modules import (common_cuda, common_device_type, common_di
                                       common_dtensor, common_fsdp, common_state_dict, common_utils, distributed_utils,
                                       inductor_utils, logging_utils, st_common, st_ops_common, triton_utils,
                                       two_tensor)
+from tests._support import nightly
 
 
 def _same_module(test: unittest.TestCase, theirs: torch.nn.Module, mine: torch.nn.Module) -> None:
@@ -256,7 +257,7 @@ class TestNamesRealFilesImport(unittest.TestCase):
                 self.assertEqual(bool(getattr(mine, name)), bool(getattr(up, name)))
 
     def test_machine_flags(self):
-        from torch.testing._internal import common_cuda as up_cuda, common_utils as up_utils, inductor_utils as up_ind
+        from torch.testing._internal import common_cuda as up_cuda, common_utils as up_utils
         from torch.testing._internal.distributed._tensor import common_dtensor as up_dt
 
         self._same_flags(up_utils, common_utils, ["IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR",
@@ -264,11 +265,8 @@ class TestNamesRealFilesImport(unittest.TestCase):
                          + (["TEST_CUDA_PYTHON_BINDINGS"] if hasattr(up_utils, "TEST_CUDA_PYTHON_BINDINGS") else []))
         self._same_flags(up_cuda, common_cuda, [n for n in common_cuda.__all__ if n.endswith("OrLater")
                                                 or n.startswith("PLATFORM_SUPPORTS_")])
-        self._same_flags(up_ind, inductor_utils, ["HAS_TRITON", "HAS_CUDA_AND_TRITON", "HAS_XPU_AND_TRITON", "HAS_GPU",
-                                                  "HAS_GPU_AND_TRITON", "HAS_MPS", "HAS_MULTIGPU"])
         from torch.testing._internal import common_distributed as up_dist
         self._same_flags(up_dist, common_distributed, ["PLATFORM_SUPPORTS_SYMM_MEM"])
-        self.assertEqual(inductor_utils.GPU_TYPE, up_ind.GPU_TYPE)
         for name in ("MI350_ARCH", "MI300_ARCH", "MI200_ARCH"):
             self.assertEqual(getattr(common_utils, name), getattr(up_utils, name))
         self.assertEqual(common_utils.getRocmVersion(), up_utils.getRocmVersion())
@@ -279,6 +277,30 @@ class TestNamesRealFilesImport(unittest.TestCase):
         from torch.testing._internal import common_device_type as up_cdt
         for name in ("e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"):
             self.assertEqual(getattr(common_device_type, name), getattr(up_cdt, name), name)
+
+    def test_inductor_flags_follow_the_machine(self):
+        from torch.utils._triton import has_triton
+
+        self.assertEqual(inductor_utils.HAS_TRITON, has_triton())
+        self.assertEqual(inductor_utils.HAS_CUDA_AND_TRITON, torch.cuda.is_available() and has_triton())
+        self.assertEqual(inductor_utils.HAS_GPU, inductor_utils.HAS_GPU_AND_TRITON)
+        if not torch.cuda.is_available():
+            self.assertFalse(inductor_utils.HAS_GPU or inductor_utils.HAS_MULTIGPU)
+            self.assertEqual(inductor_utils.GPU_TYPE, "cuda")  # upstream's answer without a GPU, too
+        self.assertIn(inductor_utils.GPU_TYPE, inductor_utils.GPU_TYPES)
+
+    @nightly("imports upstream's inductor_utils (torch._inductor: about 10 s); CI checks the same flags against "
+             "torch's own device and triton queries in test_inductor_flags_follow_the_machine")
+    def test_inductor_and_triton_names_are_upstreams(self):
+        from torch.testing._internal import inductor_utils as up_ind, triton_utils as up_triton
+
+        self._same_flags(up_ind, inductor_utils, ["HAS_TRITON", "HAS_CUDA_AND_TRITON", "HAS_XPU_AND_TRITON", "HAS_GPU",
+                                                  "HAS_GPU_AND_TRITON", "HAS_MPS", "HAS_MULTIGPU"])
+        self.assertEqual(inductor_utils.GPU_TYPE, up_ind.GPU_TYPE)
+        for name in triton_utils.__all__:
+            with self.subTest(name):
+                a, b = self._verdicts([getattr(triton_utils, name), getattr(up_triton, name)])
+                self.assertEqual(a, b)
 
     def _verdicts(self, decorate_pairs):
         """Run one test under each (mine, theirs) decorator: the same outcome and reason."""
@@ -310,8 +332,6 @@ class TestNamesRealFilesImport(unittest.TestCase):
             (common_distributed.skip_if_rocm_arch_multiprocess(("gfx942",)),
              up_dist.skip_if_rocm_arch_multiprocess(("gfx942",))),
         ]
-        from torch.testing._internal import triton_utils as up_triton
-        pairs += [(getattr(triton_utils, name), getattr(up_triton, name)) for name in triton_utils.__all__]
         for mine, theirs in pairs:
             with self.subTest(getattr(theirs, "__qualname__", repr(theirs))):
                 a, b = self._verdicts([mine, theirs])
@@ -492,6 +512,24 @@ class TestNamesRealFilesImport(unittest.TestCase):
             self.assertEqual({k: (v.dtype, v.device.type) for k, v in a.items()},
                              {k: (v.dtype, v.device.type) for k, v in b.items()})
 
+    def test_leaked_tensors_found(self):
+        import gc
+        import warnings
+
+        def leak():
+            a = [torch.ones(2)]
+            a.append(a)  # a cycle holding a tensor
+        before = len(gc.garbage)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with common_utils.check_leaked_tensors() as garbage:
+                leak()
+        self.assertEqual(len(garbage), 1)
+        self.assertIn("1 tensors were found in the garbage", str(seen[-1].message))
+        self.assertEqual((gc.get_debug(), len(gc.garbage)), (0, before))  # what it kept to look at, let go
+
+    @nightly("each check collects the whole heap twice (seconds here); CI checks the leak found in "
+             "test_leaked_tensors_found")
     def test_leaked_tensors_found_as_upstream(self):
         import gc
         import warnings
