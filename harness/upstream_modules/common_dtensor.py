@@ -3,9 +3,10 @@ harness's DTensor classes, ``with_comms``, DTensor's test models, the machine's 
 (``DEVICE_TYPE``, ``NUM_DEVICES``), and the shard-order helpers of the redistribution tests."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -25,6 +26,7 @@ from harness.testing.requirements import (get_required_world_size, requires_acce
                                           requires_nccl, requires_world_size, skip_if_odd_worldsize,
                                           skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
                                           flag, skip_unless_torch_gpu, with_dist_debug_levels)
+from harness.upstream_modules.common_utils import torch_release
 from harness.testing.subtests import run_subtests
 
 __all__ = ["DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", "LocalDTensorTestBase",
@@ -37,7 +39,8 @@ __all__ = ["DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", 
            "spawn_threads_and_init_comms", "MLPModule", "MLPStacked", "ModelArgs", "Transformer", "TransformerBlock",
            "Attention", "FeedForward", "RMSNormPython", "DEVICE_TYPE", "DEVICE_COUNT", "PG_BACKEND", "NUM_DEVICES",
            "map_local_tensor_for_rank", "LocalDTensorOpTestBase", "generate_shard_orders", "shard_order_to_placement",
-           "patched_distribute_tensor", "redistribute", "make_full_tensor"]
+           "patched_distribute_tensor", "redistribute", "make_full_tensor", "reduce_local_int",
+           "op_strategy_context", "validate_sharding_rule_sample", "validate_sharding_rule_sample_backward"]
 
 
 def _accelerator() -> Any:
@@ -170,3 +173,122 @@ def patched_distribute_tensor(input_tensor: torch.Tensor, device_mesh: Any, plac
 def make_full_tensor(dtensor_input: Any) -> torch.Tensor:
     """The full tensor of a DTensor in any shard order (``full_tensor`` for ordered shards)."""
     return redistribute(dtensor_input, dtensor_input.device_mesh, None, ()).to_local()
+
+
+def reduce_local_int(val: Any, func: Callable[[Any], Any]) -> Any:
+    """``func`` of the per-rank values of a local-tensor symbolic int (``{rank: value}``), to one value."""
+    return func(val.node._local_ints)
+
+
+@contextlib.contextmanager
+def op_strategy_context(op_overload: Any, strategy_func: Callable[..., Any], schema_info: Any = None) -> Iterator[None]:
+    """DTensor's sharding strategy of ``op_overload`` replaced by ``strategy_func`` for the block (registered as
+    ``register_op_strategy`` would, with ``schema_info``), the one it had put back after it, and the sharding
+    propagation cache cleared so no decision of the block outlives it."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._ops.utils import register_op_strategy
+    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+
+    propagator = DTensor._op_dispatcher.sharding_propagator
+    tables = (propagator.op_strategy_funcs, propagator.op_to_schema_info)
+    saved = [table.pop(op_overload, None) for table in tables]
+    try:
+        register_op_strategy(op_overload, schema_info=schema_info)(strategy_func)
+        yield
+    finally:
+        for table, before in zip(tables, saved):
+            table.pop(op_overload, None)
+            if before is not None:
+                table[op_overload] = before
+        _clear_sharding_prop_cache()
+
+
+def _tensors(args: Any, kwargs: Any) -> list[torch.Tensor]:
+    from torch.utils import _pytree as pytree
+
+    return [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+
+
+def _with_tensors(args: Any, kwargs: Any, tensors: list[Any]) -> tuple[Any, Any]:
+    """``(args, kwargs)`` with their tensors, in order, replaced by ``tensors``."""
+    from torch.utils import _pytree as pytree
+
+    replacements = iter(tensors)
+    return pytree.tree_map(lambda a: next(replacements) if isinstance(a, torch.Tensor) else a, (args, kwargs))
+
+
+def validate_sharding_rule_sample(op: Callable[..., Any], full_args: Any, full_kwargs: Any, input_placements: Any,
+                                  output_placements: Any, device_mesh: Any) -> bool:
+    """Whether a sharding rule is right for one sample on a 1-D mesh: ``op`` run on each rank's shards of the inputs
+    (``input_placements``, one per input tensor), its outputs read as DTensors of ``output_placements`` and
+    gathered, equal ``op`` on the full inputs (shape, and values within 1e-5). From torch 2.12 each output tensor
+    has its own placement; before, ``output_placements`` are the one output's, as the installed release reads them."""
+    from torch.distributed.tensor import DTensor, Replicate, distribute_tensor
+
+    shards = [distribute_tensor(t, device_mesh, (p,)).to_local()
+              for t, p in zip(_tensors(full_args, full_kwargs), input_placements)]
+    local_args, local_kwargs = _with_tensors(full_args, full_kwargs, shards)
+    reference = op(*full_args, **full_kwargs)
+    local = op(*local_args, **local_kwargs)
+    if torch_release() < (2, 12):
+        pairs = [(reference, local, tuple(output_placements))]
+    else:
+        pairs = [(r, l, (p,)) for r, l, p in zip(_tensors(reference, {}), _tensors(local, {}), output_placements)]
+    for full, piece, placements in pairs:
+        gathered = DTensor.from_local(piece, device_mesh, placements).redistribute(
+            device_mesh, (Replicate(),) * len(placements)).to_local()
+        if full.shape != gathered.shape or not torch.allclose(full, gathered, atol=1e-5, rtol=1e-5,
+                                                              equal_nan=torch_release() >= (2, 12)):
+            return False
+    return True
+
+
+def validate_sharding_rule_sample_backward(op: Callable[..., Any], full_args: Any, full_kwargs: Any,
+                                           input_placements: Any, device_mesh: Any) -> bool | None:
+    """Whether the gradients through a sharding rule are right for one sample: the sum of ``op``'s floating outputs
+    back-propagated on the full inputs and on DTensors of ``input_placements``, each input's gradient compared
+    (gathered; shape, and values within ``atol=1e-5, rtol=1.3e-6``). None where there is nothing to compare: no
+    floating input or output, ``op`` fails on the full inputs, or DTensor has no strategy for it."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    inputs = _tensors(full_args, full_kwargs)
+    if not any(t.is_floating_point() for t in inputs):
+        return None
+
+    def fresh() -> list[torch.Tensor]:
+        return [t.detach().clone().requires_grad_(t.is_floating_point()) for t in inputs]
+
+    def backward(output: Any) -> bool:
+        floating = [t for t in _tensors(output, {}) if t.is_floating_point() and t.requires_grad]
+        if floating:
+            sum(t.sum() for t in floating).backward()
+        return bool(floating)
+
+    reference = fresh()
+    try:
+        args, kwargs = _with_tensors(full_args, full_kwargs, reference)
+        if not backward(op(*args, **kwargs)):
+            return None
+    except RuntimeError:
+        return None
+    if len(input_placements) != len(inputs):
+        raise AssertionError(f"placement/tensor count mismatch: {len(input_placements)} vs {len(inputs)}")
+    distributed = [distribute_tensor(t, device_mesh, (p,)) for t, p in zip(fresh(), input_placements)]
+    try:
+        args, kwargs = _with_tensors(full_args, full_kwargs, distributed)
+        if not backward(op(*args, **kwargs)):
+            return None
+    except Exception as exc:  # noqa: BLE001 - DTensor's "no strategy" errors mean there is nothing to compare
+        if "does not have a sharding strategy registered" in str(exc) or "got mixed torch.Tensor and DTensor" in str(exc):
+            return None
+        raise
+    for full, dt in zip(reference, distributed):
+        if not full.is_floating_point() or full.grad is None:
+            continue
+        if dt.grad is None:
+            return False
+        grad = dt.grad.full_tensor() if isinstance(dt.grad, DTensor) else dt.grad
+        if full.grad.shape != grad.shape or not torch.allclose(full.grad, grad, atol=1e-5, rtol=1.3e-6,
+                                                               equal_nan=True):
+            return False
+    return True

@@ -853,6 +853,47 @@ class TestOnOneRank(_OneRank):
         self.assertEqual(seen, [True, False] if has_triton() else [True])
 
 
+class TestShardingRuleHelpers(_OneRank):
+    """DTensor's sharding-rule helpers give upstream's verdicts, on a one-rank CPU mesh."""
+
+    def test_same_verdicts(self):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Partial, Replicate, Shard
+        from torch.testing._internal.distributed._tensor import common_dtensor as up
+
+        mesh = init_device_mesh("cpu", (1,))
+        a, b = torch.randn(4, 3), torch.randn(4, 3)
+        ints = torch.arange(4)
+        cases = [(torch.add, (a, b), {}, [Shard(0), Shard(0)], [Shard(0)]),
+                 (torch.mul, (a, b), {}, [Replicate(), Replicate()], [Replicate()]),
+                 (torch.sum, (a,), {}, [Shard(0)], [Partial()]),
+                 (torch.neg, (ints,), {}, [Replicate()], [Replicate()])]
+        for op, args, kwargs, ins, outs in cases:
+            with self.subTest(op.__name__):
+                self.assertEqual(common_dtensor.validate_sharding_rule_sample(op, args, kwargs, ins, outs, mesh),
+                                 up.validate_sharding_rule_sample(op, args, kwargs, ins, outs, mesh))
+                if hasattr(up, "validate_sharding_rule_sample_backward"):
+                    self.assertEqual(
+                        common_dtensor.validate_sharding_rule_sample_backward(op, args, kwargs, ins, mesh),
+                        up.validate_sharding_rule_sample_backward(op, args, kwargs, ins, mesh))
+        self.assertIsNone(common_dtensor.validate_sharding_rule_sample_backward(torch.neg, (ints,), {},
+                                                                                 [Replicate()], mesh))
+
+    def test_op_strategy_context_puts_the_strategy_back(self):
+        from torch.distributed.tensor import DTensor
+
+        propagator = DTensor._op_dispatcher.sharding_propagator
+        op = torch.ops.aten.add.Tensor
+        before = (propagator.op_strategy_funcs.get(op), propagator.op_to_schema_info.get(op))
+
+        def mine(op_schema):
+            raise AssertionError("not called here")
+        with common_dtensor.op_strategy_context(op, mine):
+            self.assertIsNot(propagator.op_strategy_funcs.get(op), before[0])
+            self.assertIsNotNone(propagator.op_strategy_funcs.get(op))
+        self.assertEqual((propagator.op_strategy_funcs.get(op), propagator.op_to_schema_info.get(op)), before)
+
+
 class TestVerifyStateDict(_OneRank):
     """The mixin passes and fails where upstream's does, on the same state dicts. The sharded model lives on a
     CPU mesh: ``fully_shard``'s default mesh is the accelerator's where there is one, and the full state dict it
