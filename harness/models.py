@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 
 __all__ = ["MLP", "MLPStack", "DoubleLinear", "FSDPInitMode", "DEVICEInitMode", "NestedWrappedModule",
            "TransformerWithSharedParams", "MLPModule", "MLPStacked", "ModelArgs", "Attention", "FeedForward",
-           "TransformerBlock", "Transformer", "NonUniformReqGradNWM", "SkipModule", "NestedLinear", "SkipModel", "RMSNormPython", "SaveForwardInputsModule", "SaveForwardInputsModel"]
+           "TransformerBlock", "Transformer", "NonUniformReqGradNWM", "SkipModule", "NestedLinear", "SkipModel", "Experts", "ExpertLayer", "RMSNormPython", "SaveForwardInputsModule", "SaveForwardInputsModel"]
 
 
 # ---- FSDP's (upstream's common_fsdp) -------------------------------------------------------------
@@ -653,3 +653,51 @@ class SaveForwardInputsModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.forward_inputs[self] = x
         return self.c2(self.c1(x))
+
+
+# ---- mixture of experts (upstream's common_dtensor) -----------------------------------------------
+
+
+class Experts(nn.Module):
+    """``num_experts`` two-layer GELU experts stacked in two parameters, ``w1`` (experts x hidden x dim) and ``w2``
+    (experts x dim x hidden), drawn from N(0, 0.02); every expert sees every token and their outputs are summed.
+    Sharded parameters (DTensors) compute on their local experts.
+
+    Example::
+
+        Experts(dim=8, hidden_dim=16, num_experts=4)(torch.randn(5, 8)).shape    # (5, 8)
+    """
+
+    def __init__(self, dim: int, hidden_dim: int, num_experts: int) -> None:
+        super().__init__()
+        self.num_experts = num_experts
+        self.w1 = nn.Parameter(torch.empty(num_experts, hidden_dim, dim))
+        self.w2 = nn.Parameter(torch.empty(num_experts, dim, hidden_dim))
+        self.reset_parameters()
+        self.gelu = nn.GELU()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.w1, std=0.02)
+        nn.init.normal_(self.w2, std=0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.distributed.tensor import DTensor
+
+        w1, w2 = ((self.w1.to_local(), self.w2.to_local()) if isinstance(self.w1, DTensor)
+                  else (self.w1, self.w2))
+        tokens = x.unsqueeze(0).expand(w1.shape[0], -1, -1)
+        hidden = self.gelu(torch.bmm(tokens, w1.transpose(-2, -1)))
+        return torch.bmm(hidden, w2.transpose(-2, -1)).sum(dim=0)
+
+
+class ExpertLayer(nn.Module):
+    """:class:`Experts` over a (batch, sequence, dim) input, averaged over the experts."""
+
+    def __init__(self, num_experts: int, dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        self.num_experts = num_experts
+        self.experts = Experts(dim=dim, hidden_dim=hidden_dim, num_experts=num_experts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, dim = x.shape
+        return (self.experts(x.reshape(-1, dim)) / self.num_experts).view(batch, length, dim)

@@ -18,7 +18,7 @@ from harness.classes.dynamo import (DistributedTestBase, DynamoDistributedMultiP
 from harness.inprocess.local import LocalDTensorTestBase, create_local_tensor_test_class
 from harness.inprocess.threaded import spawn_threads_and_init_comms
 from harness.inprocess.threaded_classes import DTensorOpTestBase, MultiThreadedTestCase
-from harness.models import (Attention, FeedForward, MLPModule, MLPStacked, ModelArgs, RMSNormPython, Transformer,
+from harness.models import (Attention, ExpertLayer, Experts, FeedForward, MLPModule, MLPStacked, ModelArgs, RMSNormPython, Transformer,
                             TransformerBlock)
 from harness.testing.decorators import skip_if_lt_x_gpu, with_comms
 from harness.testing.local_ranks import map_local_for_rank
@@ -40,7 +40,8 @@ __all__ = ["DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", 
            "Attention", "FeedForward", "RMSNormPython", "DEVICE_TYPE", "DEVICE_COUNT", "PG_BACKEND", "NUM_DEVICES",
            "map_local_tensor_for_rank", "LocalDTensorOpTestBase", "generate_shard_orders", "shard_order_to_placement",
            "patched_distribute_tensor", "redistribute", "make_full_tensor", "reduce_local_int",
-           "op_strategy_context", "validate_sharding_rule_sample", "validate_sharding_rule_sample_backward"]
+           "op_strategy_context", "validate_sharding_rule_sample", "validate_sharding_rule_sample_backward",
+           "Experts", "ExpertLayer", "TensorParallelForExpert", "ExpertParallel", "ExpertParallelWithTP"]
 
 
 def _accelerator() -> Any:
@@ -292,3 +293,105 @@ def validate_sharding_rule_sample_backward(op: Callable[..., Any], full_args: An
                                                                equal_nan=True):
             return False
     return True
+
+
+try:  # the parallel styles of the expert tests derive torch's ParallelStyle
+    from torch.distributed.tensor.parallel import ParallelStyle as _ParallelStyle
+except ImportError:  # pragma: no cover - a torch without tensor parallelism
+    _ParallelStyle = object  # type: ignore[assignment,misc]
+
+
+def _experts_sharded(module: torch.nn.Module, mesh: Any, placement_of: dict[str, list[Any]]) -> None:
+    from torch.distributed.tensor import distribute_tensor
+
+    for name, param in list(module.named_parameters(recurse=False)):
+        if name in placement_of:
+            module.register_parameter(name, torch.nn.Parameter(distribute_tensor(param, mesh, placement_of[name])))
+
+
+class TensorParallelForExpert(_ParallelStyle):
+    """Tensor parallelism for :class:`Experts`: ``w1`` sharded on its hidden dim (``Shard(1)``), ``w2`` on its
+    (``Shard(2)``), the partial outputs reduced to ``output_layouts`` (``Replicate()`` by default). Sequence
+    parallel: ``input_layouts=Shard(0)`` gathers the tokens first, ``output_layouts=Shard(0)`` scatters them after."""
+
+    def __init__(self, *, input_layouts: Any = None, output_layouts: Any = None) -> None:
+        from torch.distributed.tensor import Replicate
+
+        super().__init__()
+        self.input_layouts = input_layouts
+        self.output_layouts = output_layouts or Replicate()
+
+    def _apply(self, module: torch.nn.Module, device_mesh: Any) -> torch.nn.Module:
+        from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_module
+
+        def partition(name: str, mod: torch.nn.Module, mesh: Any) -> None:
+            _experts_sharded(mod, mesh, {"w1": [Shard(1)], "w2": [Shard(2)]})
+
+        def gather_tokens(mod: torch.nn.Module, inputs: tuple[Any, ...], mesh: Any) -> tuple[Any, ...]:
+            if self.input_layouts is None:
+                return inputs
+            return (DTensor.from_local(inputs[0], mesh, [self.input_layouts]).redistribute(mesh, [Replicate()])
+                    .to_local(),)
+
+        def reduce_outputs(mod: torch.nn.Module, outputs: torch.Tensor, mesh: Any) -> torch.Tensor:
+            return DTensor.from_local(outputs, mesh, [Partial()]).redistribute(mesh, [self.output_layouts]).to_local()
+
+        return distribute_module(module, device_mesh, partition_fn=partition, input_fn=gather_tokens,
+                                 output_fn=reduce_outputs)
+
+
+def _gather_tokens(x: torch.Tensor, group: Any) -> torch.Tensor:
+    from torch.distributed._functional_collectives import all_gather_single_autograd
+
+    return torch.ops._c10d_functional.wait_tensor(all_gather_single_autograd(x, gather_dim=0, group=group))
+
+
+def _scatter_sums(x: torch.Tensor, group: Any) -> torch.Tensor:
+    from torch.distributed._functional_collectives import reduce_scatter_single_autograd
+
+    return torch.ops._c10d_functional.wait_tensor(reduce_scatter_single_autograd(x, "sum", scatter_dim=0,
+                                                                                 group=group))
+
+
+class ExpertParallel(_ParallelStyle):
+    """Expert parallelism: every parameter sharded on the expert dim (``Shard(0)``); each rank's tokens gathered to
+    every rank before the experts (an all-gather) and the expert outputs summed back to their owners after (a
+    reduce-scatter)."""
+
+    def _apply(self, module: torch.nn.Module, device_mesh: Any) -> torch.nn.Module:
+        from torch.distributed.tensor import Shard, distribute_module
+
+        def partition(name: str, mod: torch.nn.Module, mesh: Any) -> None:
+            _experts_sharded(mod, mesh, {n: [Shard(0)] for n, _ in mod.named_parameters(recurse=False)})
+
+        return distribute_module(module, device_mesh, partition_fn=partition,
+                                 input_fn=lambda mod, inputs, mesh: (_gather_tokens(inputs[0], mesh.get_group()),),
+                                 output_fn=lambda mod, output, mesh: _scatter_sums(output, mesh.get_group()))
+
+
+class ExpertParallelWithTP(_ParallelStyle):
+    """Expert and tensor parallelism together, on an :class:`ExpertLayer`: ``w1``/``w2`` on the (ep, tp) mesh as
+    ``[Shard(0), Shard(1)]``/``[Shard(0), Shard(2)]``; the layer gathers tokens over ``ep_mesh`` and scatters the
+    sums back, its experts reduce their partial outputs over ``tp_mesh`` (and the input's gradient, backward)."""
+
+    def __init__(self, ep_mesh: Any, tp_mesh: Any) -> None:
+        from torch.distributed.device_mesh import DeviceMesh
+
+        super().__init__()
+        self.ep_mesh = ep_mesh
+        self.tp_mesh = tp_mesh
+        self.ep_tp_mesh = DeviceMesh._concatenate([ep_mesh, tp_mesh])
+
+    def _apply(self, module: torch.nn.Module, device_mesh: Any) -> torch.nn.Module:
+        from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+
+        experts = module.experts  # type: ignore[attr-defined]
+        _experts_sharded(experts, self.ep_tp_mesh, {"w1": [Shard(0), Shard(1)], "w2": [Shard(0), Shard(2)]})
+        ep_group, tp_mesh = self.ep_mesh.get_group(), self.tp_mesh
+        module.register_forward_pre_hook(lambda mod, inputs: (_gather_tokens(inputs[0], ep_group),))
+        module.register_forward_hook(lambda mod, inputs, output: _scatter_sums(output, ep_group))
+        experts.register_forward_pre_hook(lambda mod, inputs: (
+            DTensor.from_local(inputs[0], tp_mesh, [Replicate()]).to_local(grad_placements=[Partial()]),))
+        experts.register_forward_hook(lambda mod, inputs, output: (
+            DTensor.from_local(output, tp_mesh, [Partial()]).redistribute(tp_mesh, [Replicate()]).to_local()))
+        return module

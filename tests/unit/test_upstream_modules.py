@@ -894,6 +894,49 @@ class TestShardingRuleHelpers(_OneRank):
         self.assertEqual((propagator.op_strategy_funcs.get(op), propagator.op_to_schema_info.get(op)), before)
 
 
+class TestExperts(_OneRank):
+    """The mixture-of-experts models draw upstream's weights and outputs; sharded by each expert style on a one-rank
+    CPU mesh they give the unsharded output, as upstream's styles do."""
+
+    def test_models_and_styles(self):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Shard
+        from torch.distributed.tensor.parallel import parallelize_module
+        from torch.testing._internal.distributed._tensor import common_dtensor as up
+
+        if not hasattr(up, "ExpertLayer"):
+            self.skipTest("this torch's common_dtensor has no expert models (torch 2.13 on)")
+        x = torch.randn(2, 3, 8)
+        torch.manual_seed(0)
+        theirs = up.ExpertLayer(4, 8, 16)
+        torch.manual_seed(0)
+        mine = common_dtensor.ExpertLayer(4, 8, 16)
+        _same_module(self, theirs, mine)
+        expected = theirs(x)
+        torch.testing.assert_close(mine(x), expected, rtol=0, atol=0)
+        mesh = init_device_mesh("cpu", (1,))
+        mesh_2d = init_device_mesh("cpu", (1, 1), mesh_dim_names=("ep", "tp"))
+        for name, style, target in (
+                ("tp", lambda m: m.TensorParallelForExpert(), "experts"),
+                ("tp-seq", lambda m: m.TensorParallelForExpert(input_layouts=Shard(0), output_layouts=Shard(0)),
+                 "experts"),
+                ("ep", lambda m: m.ExpertParallel(), "experts")):
+            with self.subTest(name):
+                outputs = []
+                for m in (common_dtensor, up):
+                    model = copy_of(mine)
+                    parallelize_module(model, mesh, {target: style(m)})
+                    outputs.append(model(x))
+                torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=0)
+                torch.testing.assert_close(outputs[0], expected, rtol=1e-6, atol=1e-6)
+        outputs = []
+        for m in (common_dtensor, up):
+            model = copy_of(mine)
+            m.ExpertParallelWithTP(mesh_2d["ep"], mesh_2d["tp"])._apply(model, mesh_2d)
+            outputs.append(model(x))
+        torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=0)
+
+
 class TestVerifyStateDict(_OneRank):
     """The mixin passes and fails where upstream's does, on the same state dicts. The sharded model lives on a
     CPU mesh: ``fully_shard``'s default mesh is the accelerator's where there is one, and the full state dict it
