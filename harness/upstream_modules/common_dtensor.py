@@ -41,7 +41,8 @@ __all__ = ["DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", 
            "map_local_tensor_for_rank", "LocalDTensorOpTestBase", "generate_shard_orders", "shard_order_to_placement",
            "patched_distribute_tensor", "redistribute", "make_full_tensor", "reduce_local_int",
            "op_strategy_context", "validate_sharding_rule_sample", "validate_sharding_rule_sample_backward",
-           "Experts", "ExpertLayer", "TensorParallelForExpert", "ExpertParallel", "ExpertParallelWithTP"]
+           "Experts", "ExpertLayer", "TensorParallelForExpert", "ExpertParallel", "ExpertParallelWithTP",
+           "LocalDTensorContinuousTestBase", "make_wrapped"]
 
 
 def _accelerator() -> Any:
@@ -92,6 +93,30 @@ class LocalDTensorOpTestBase(LocalDTensorTestBase):
     def tearDown(self) -> None:
         self.destroy_pg()
         super().tearDown()
+
+
+class LocalDTensorContinuousTestBase(LocalDTensorOpTestBase):
+    """``DTensorContinuousTestBase``'s tests with every rank simulated in one process: ``NUM_DEVICES`` ranks (a
+    class may set ``world_size``), the ``fake`` default group up for each test, no ``@with_comms`` needed."""
+
+    world_size = NUM_DEVICES  # type: ignore[assignment]
+
+
+def make_wrapped(fn: Callable[..., Any], ctxs: list[Any]) -> Callable[..., Any]:
+    """``fn(self)`` run inside the context managers ``ctxs`` (each one, or ``ctx(self)`` for a callable), dynamo's
+    caches reset first: how ``create_local_tensor_test_class`` wraps a test."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(self: Any) -> Any:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        with contextlib.ExitStack() as stack:
+            for ctx in ctxs:
+                stack.enter_context(ctx(self) if callable(ctx) else ctx)
+            return fn(self)
+    return wrapped
 
 
 def _shard_order(assignment: dict[int, tuple[int, ...]]) -> tuple[Any, ...]:

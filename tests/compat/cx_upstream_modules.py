@@ -10,8 +10,8 @@ from harness import DTensorTestBase, DynamoDistributedMultiProcTestCase, FSDPTes
 from harness.upstream_modules import common_utils
 from harness.upstream_modules.common_distributed import _dynamo_dist_per_rank_init
 from harness.upstream_modules.common_device_type import dtypes, instantiate_device_type_tests, onlyCPU, onlyCUDA
-from harness.upstream_modules.common_dtensor import (LocalDTensorOpTestBase, generate_shard_orders, make_full_tensor,
-                                                     patched_distribute_tensor)
+from harness.upstream_modules.common_dtensor import (LocalDTensorContinuousTestBase, LocalDTensorOpTestBase,
+                                                     generate_shard_orders, make_full_tensor, patched_distribute_tensor)
 from harness.upstream_modules.common_fsdp import MLP, patch_all_gather, patch_reduce_scatter, reduce_scatter_with_assert
 
 
@@ -114,6 +114,13 @@ class TestLocalOps(LocalDTensorOpTestBase):
             d = distribute_tensor(torch.ones(8, 2), mesh, [Shard(0)])
             self.assertEqual(d.full_tensor(), torch.ones(8, 2))
         print(f"LOCALOPS world={self.world_size} mesh={mesh.size()}")
+
+
+class TestLocalContinuous(LocalDTensorContinuousTestBase):
+    world_size = 2
+
+    def test_group_up_without_with_comms(self):
+        print(f"LOCALCONT world={dist.get_world_size()} backend={dist.get_backend()}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ class _Checks:
                      "TestDevicesCPU.test_dtype_cpu_float32", "TestDevicesCPU.test_dtype_cpu_bfloat16",
                      "TestDevicesCPU.test_cpu_only_cpu", "TestPatches.test_count_collectives",
                      "TestDynamoRank.test_group_for_the_block", "TestDevicesCPU.test_cuda_only_cpu",
-                     "TestShardOrders.test_every_order_round_trips", "TestLocalOps.test_shard_and_gather"):
+                     "TestShardOrders.test_every_order_round_trips", "TestLocalOps.test_shard_and_gather",
+                     "TestLocalContinuous.test_group_up_without_with_comms"):
             self.assertIn(name, self.r.output, self.r.describe())
         self.assertNotIn("CUDAONLY ran", self.r.output)
 
@@ -48,6 +49,7 @@ class _RankLines:
         self.assertEqual({(row["_rank"], row["orders"], row["same"]) for row in self.r.rank_lines("ORDERS")},
                          {("0", "6", "6"), ("1", "6", "6")}, self.r.describe())
         self.assertIn("LOCALOPS world=4 mesh=4", self.r.output, self.r.describe())
+        self.assertIn("LOCALCONT world=2 backend=fake", self.r.output, self.r.describe())
 
     def test_dynamo_group_on_the_tests_rendezvous(self):
         self.assertEqual({(row["_rank"], row["got"], row["size"]) for row in self.r.rank_lines("DYNAMO")},

@@ -590,6 +590,22 @@ class TestNamesRealFilesImport(unittest.TestCase):
                 self.assertEqual(list(common_dtensor.generate_shard_orders(Mesh(ndim), rank)),
                                  list(up.generate_shard_orders(Mesh(ndim), rank)))
         self.assertTrue(issubclass(common_dtensor.LocalDTensorOpTestBase, common_dtensor.LocalDTensorTestBase))
+        seen = []
+
+        class ctx:  # a context manager that is not callable (contextlib's are: they decorate too)
+            def __init__(self, label):
+                self.label = label
+
+            def __enter__(self):
+                seen.append(f"enter {self.label}")
+
+            def __exit__(self, *exc):
+                seen.append(f"exit {self.label}")
+        for m in (common_dtensor, up):
+            wrapped = m.make_wrapped(lambda self: seen.append(f"body {self}"), [ctx("a"), lambda self: ctx(self)])
+            self.assertEqual(wrapped("t"), None)
+        self.assertEqual(seen[:5], seen[5:])
+        self.assertEqual(seen[:5], ["enter a", "enter t", "body t", "exit t", "exit a"])
         self.assertIsNotNone(DeviceMesh)
 
 
