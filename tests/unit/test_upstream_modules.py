@@ -331,7 +331,17 @@ class TestNamesRealFilesImport(unittest.TestCase):
              up_dist.skip_if_rocm_ver_lessthan_multiprocess((6, 0))),
             (common_distributed.skip_if_rocm_arch_multiprocess(("gfx942",)),
              up_dist.skip_if_rocm_arch_multiprocess(("gfx942",))),
+            (common_distributed.requires_mpi(), up_dist.requires_mpi()),
+            (common_distributed.requires_ucc(), up_dist.requires_ucc()),
+            (common_distributed.nccl_skip_if_lt_x_gpu("gloo", 2), up_dist.nccl_skip_if_lt_x_gpu("gloo", 2)),
+            (common_distributed.require_n_gpus_for_nccl_backend(2, "gloo"),
+             up_dist.require_n_gpus_for_nccl_backend(2, "gloo")),
         ]
+        if hasattr(up_dist, "requires_xccl"):
+            pairs.append((common_distributed.requires_xccl(), up_dist.requires_xccl()))
+        if hasattr(up_dist, "skip_if_rocm_ver_atleast_multiprocess"):  # torch 2.15 on
+            pairs.append((common_distributed.skip_if_rocm_ver_atleast_multiprocess((6, 0)),
+                          up_dist.skip_if_rocm_ver_atleast_multiprocess((6, 0))))
         for mine, theirs in pairs:
             with self.subTest(getattr(theirs, "__qualname__", repr(theirs))):
                 a, b = self._verdicts([mine, theirs])
@@ -367,6 +377,22 @@ class TestNamesRealFilesImport(unittest.TestCase):
         self.assertEqual((common_distributed.ACCELERATOR_DIST_BACKENDS, bool(common_distributed.HAS_ACCELERATOR),
                           common_distributed.logger.level),
                          (up.ACCELERATOR_DIST_BACKENDS, bool(up.HAS_ACCELERATOR), up.logger.level))
+        self.assertEqual(common_distributed.has_efa(), up.has_efa())
+        import resource
+
+        before = resource.getrlimit(resource.RLIMIT_CORE)
+        with common_distributed.core_dumps_disabled():
+            self.assertEqual(resource.getrlimit(resource.RLIMIT_CORE)[0], 0)
+        self.assertEqual(resource.getrlimit(resource.RLIMIT_CORE), before)
+
+        class T(unittest.TestCase):  # the NCCL backend without enough GPUs: the rank skips in upstream's words
+            @common_distributed.nccl_skip_if_lt_x_gpu("nccl", 64)
+            def test_x(self):
+                pass
+        result = unittest.TestResult()
+        T("test_x").run(result)
+        words = "accelerator devices" if common_utils.torch_release() >= (2, 15) else "CUDA devices"
+        self.assertEqual([why for _, why in result.skipped], [f"Need at least 64 {words}"])
         self.assertEqual(common_distributed.get_timeout("m.T.test_ddp_uneven_inputs"),
                          up.get_timeout("m.T.test_ddp_uneven_inputs"))
         self.assertEqual(common_distributed.get_timeout("m.T.test_other"), up.get_timeout("m.T.test_other"))
