@@ -22,7 +22,8 @@ from torch.utils.checkpoint import checkpoint
 
 __all__ = ["MLP", "MLPStack", "DoubleLinear", "FSDPInitMode", "DEVICEInitMode", "NestedWrappedModule",
            "TransformerWithSharedParams", "MLPModule", "MLPStacked", "ModelArgs", "Attention", "FeedForward",
-           "TransformerBlock", "Transformer", "NonUniformReqGradNWM", "SkipModule", "NestedLinear", "SkipModel", "Experts", "ExpertLayer", "RMSNormPython", "SaveForwardInputsModule", "SaveForwardInputsModel"]
+           "TransformerBlock", "Transformer", "NonUniformReqGradNWM", "SkipModule", "NestedLinear", "SkipModel", "Experts", "ExpertLayer", "FSDPTestModel", "DummyDDP",
+           "AlwaysWrapNestedWrappedModule", "RMSNormPython", "SaveForwardInputsModule", "SaveForwardInputsModel"]
 
 
 # ---- FSDP's (upstream's common_fsdp) -------------------------------------------------------------
@@ -202,6 +203,55 @@ class NestedWrappedModule(nn.Module):
                                         deterministic=deterministic, **fsdp_kwargs)
             return model.to(_rank_device()) if device_init_mode == DEVICEInitMode.DEVICE_AFTER else model
         raise ValueError(f"NestedWrappedModule.init: unsupported FSDPInitMode {fsdp_init_mode!r}")
+
+
+class FSDPTestModel(nn.Module):
+    """What FSDP1's test models offer the test: an input on a device, a loss from it and the output, the backward
+    pass, and ``init`` building the model for a group, an ``FSDPInitMode`` and a ``DEVICEInitMode``."""
+
+    def get_input(self, device: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.get_input")
+
+    def get_loss(self, input: Any, output: Any) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__}.get_loss")
+
+    def run_backward(self, loss: torch.Tensor) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.run_backward")
+
+    @staticmethod
+    def init(*args: Any, **kwargs: Any) -> nn.Module:
+        raise NotImplementedError("FSDPTestModel.init: a test model defines how it is built")
+
+
+class DummyDDP(nn.Module):
+    """A module holding ``module`` and calling it: DDP's shape (``.module``) without DDP, for parity tests."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*args, **kwargs)
+
+
+class AlwaysWrapNestedWrappedModule(NestedWrappedModule):
+    """:class:`NestedWrappedModule` built unwrapped, then (``RECURSIVE``) FSDP1 over the whole with the
+    always-wrap policy, so every submodule is its own FSDP1 instance; ``DEVICE_AFTER`` moves it to the ranks'
+    device once wrapped."""
+
+    @staticmethod
+    def init(group: Any, fsdp_init_mode: FSDPInitMode, device_init_mode: DEVICEInitMode,  # type: ignore[override]
+             fsdp_kwargs: dict[str, Any] | None = None, deterministic: bool = False) -> nn.Module:
+        model = NestedWrappedModule.init(group, FSDPInitMode.NO_FSDP, device_init_mode, fsdp_kwargs,
+                                         deterministic=deterministic)
+        if fsdp_init_mode == FSDPInitMode.NO_FSDP:
+            return model
+        if fsdp_init_mode != FSDPInitMode.RECURSIVE:
+            raise ValueError(f"AlwaysWrapNestedWrappedModule.init: unsupported FSDPInitMode {fsdp_init_mode!r}")
+        from torch.distributed.fsdp.wrap import always_wrap_policy
+
+        wrapped = _fsdp1()(model, auto_wrap_policy=always_wrap_policy, **dict(fsdp_kwargs or {}))
+        return wrapped.to(_rank_device()) if device_init_mode == DEVICEInitMode.DEVICE_AFTER else wrapped
 
 
 class NonUniformReqGradNWM(NestedWrappedModule):

@@ -17,7 +17,8 @@ from harness.classes.dynamo import (DistributedTestBase, DynamoDistributedMultiP
                                     DynamoDistributedSingleProcTestCase)
 from harness.inprocess.threaded import spawn_threads_and_init_comms
 from harness.inprocess.threaded_classes import FSDPTestMultiThread, MultiThreadedTestCase
-from harness.models import (DEVICEInitMode, DoubleLinear, FSDPInitMode, MLP, MLPStack, NestedWrappedModule,
+from harness.models import (AlwaysWrapNestedWrappedModule, DEVICEInitMode, DoubleLinear, DummyDDP, FSDPInitMode,
+                            FSDPTestModel, MLP, MLPStack, NestedWrappedModule,
                             NestedLinear, NonUniformReqGradNWM, SkipModel, SkipModule, TransformerWithSharedParams)
 from harness.testing.requirements import (get_devtype, get_required_world_size, requires_accelerator_dist_backend,
                                           requires_gloo, requires_nccl, requires_world_size, skip_if_odd_worldsize,
@@ -37,7 +38,8 @@ __all__ = ["FSDPTest", "FSDPTestMultiThread", "FSDPTestContinuous", "MultiProces
            "patch_post_backward", "patch_register_post_backward_hook_backward", "reduce_scatter_with_assert",
            "_maybe_wrap_fsdp", "_move_to_device", "get_full_params", "_zero_model", "subtest_name",
            "_assert_module_states", "DummyProcessGroup", "NonUniformReqGradNWM", "SkipModel", "SkipModule",
-           "NestedLinear", "_broadcast_state_dict", "_get_state_dict", "compiled_fsdp_test"]
+           "NestedLinear", "_broadcast_state_dict", "_get_state_dict", "compiled_fsdp_test", "FSDPTestModel",
+           "DummyDDP", "AlwaysWrapNestedWrappedModule", "DEVICE_TYPE", "DEVICE_COUNT", "DISTRIBUTED_BACKEND"]
 
 
 def _collectives_module() -> types.ModuleType:
@@ -353,3 +355,16 @@ def compiled_fsdp_test(compile_compute_on_module: type | None = None) -> Callabl
                     inductor_config.compile_threads = threads
         return both
     return decorator
+
+
+def _machine_device() -> tuple[str, str, int]:
+    if torch.accelerator.is_available():
+        found = torch.accelerator.current_accelerator()
+        if found is not None and found.type != "mps":  # gloo carries no MPS tensors: Apple GPUs count as CPU here
+            return found.type, dist.get_default_backend_for_device(found), torch.accelerator.device_count()
+    return "cpu", "gloo", 1
+
+
+#: this machine's device for FSDP's tests, its backend and count: the accelerator's, else "cpu", gloo and 1 (the
+#: machine's, as upstream's; the device the harness put the ranks on is ``get_devtype()``)
+DEVICE_TYPE, DISTRIBUTED_BACKEND, DEVICE_COUNT = _machine_device()

@@ -586,6 +586,32 @@ class TestNamesRealFilesImport(unittest.TestCase):
         up.device_sleep("cpu", 1000)
         self.assertIs(getattr(torch.cpu, "_sleep", None), before)
 
+    def test_fsdp_machine_values_and_small_models(self):
+        from torch.testing._internal import common_fsdp as up
+
+        self.assertEqual((common_fsdp.DEVICE_TYPE, common_fsdp.DISTRIBUTED_BACKEND, common_fsdp.DEVICE_COUNT),
+                         (up.DEVICE_TYPE, up.DISTRIBUTED_BACKEND, up.DEVICE_COUNT))
+        inner = torch.nn.Linear(2, 2)
+        x = torch.randn(3, 2)
+        torch.testing.assert_close(common_fsdp.DummyDDP(inner)(x), up.DummyDDP(inner)(x), rtol=0, atol=0)
+
+        class Group:
+            def rank(self):
+                return 0
+
+            def size(self):
+                return 1
+        for cls in (common_fsdp.AlwaysWrapNestedWrappedModule, up.AlwaysWrapNestedWrappedModule):
+            torch.manual_seed(0)
+            model = cls.init(Group(), up.FSDPInitMode.NO_FSDP if cls is up.AlwaysWrapNestedWrappedModule
+                             else common_fsdp.FSDPInitMode.NO_FSDP,
+                             up.DEVICEInitMode.DEVICE_NEVER if cls is up.AlwaysWrapNestedWrappedModule
+                             else common_fsdp.DEVICEInitMode.DEVICE_NEVER, deterministic=True)
+            if cls is up.AlwaysWrapNestedWrappedModule:
+                _same_module(self, model, mine)
+            else:
+                mine = model
+
     def test_fsdp_helpers(self):
         from torch.testing._internal import common_fsdp as up
 
