@@ -39,7 +39,8 @@ __all__ = ["FSDPTest", "FSDPTestMultiThread", "FSDPTestContinuous", "MultiProces
            "_maybe_wrap_fsdp", "_move_to_device", "get_full_params", "_zero_model", "subtest_name",
            "_assert_module_states", "DummyProcessGroup", "NonUniformReqGradNWM", "SkipModel", "SkipModule",
            "NestedLinear", "_broadcast_state_dict", "_get_state_dict", "compiled_fsdp_test", "FSDPTestModel",
-           "DummyDDP", "AlwaysWrapNestedWrappedModule", "DEVICE_TYPE", "DEVICE_COUNT", "DISTRIBUTED_BACKEND"]
+           "DummyDDP", "AlwaysWrapNestedWrappedModule", "DEVICE_TYPE", "DEVICE_COUNT", "DISTRIBUTED_BACKEND",
+           "ModuleWithDelay", "NestedWrappedModuleWithDelay", "MixtureOfExperts"]
 
 
 def _collectives_module() -> types.ModuleType:
@@ -368,3 +369,159 @@ def _machine_device() -> tuple[str, str, int]:
 #: this machine's device for FSDP's tests, its backend and count: the accelerator's, else "cpu", gloo and 1 (the
 #: machine's, as upstream's; the device the harness put the ranks on is ``get_devtype()``)
 DEVICE_TYPE, DISTRIBUTED_BACKEND, DEVICE_COUNT = _machine_device()
+
+
+def _sleep_ms(ms: int) -> None:
+    """Keep this rank's device busy ``ms`` milliseconds: a CUDA sleep kernel; on HPU and XPU the host sleeps; on
+    CPU nothing (upstream's delays are for GPU streams)."""
+    import time
+
+    from harness.upstream_modules.common_utils import get_cycles_per_ms
+
+    if ms <= 0:
+        return
+    if (hasattr(torch, "hpu") and torch.hpu.is_available()) or (hasattr(torch, "xpu") and torch.xpu.is_available()):
+        time.sleep(ms / 1000)
+    elif torch.cuda.is_available():
+        torch.cuda._sleep(int(ms * get_cycles_per_ms()))
+
+
+class ModuleWithDelay(FSDPTestModel):
+    """An FSDP1 test model (``module``) with delays: ``delay_after_loss_ms`` after the loss, and
+    ``delay_before_reduction_ms`` before each gradient reduce-scatter of its backward (the reduce-scatter function
+    the installed torch's FSDP1 calls, patched for the backward only)."""
+
+    def __init__(self, module: nn.Module, delay_after_loss_ms: int, delay_before_reduction_ms: int) -> None:
+        super().__init__()
+        self.delay_after_loss_ms = delay_after_loss_ms
+        self.delay_before_reduction_ms = delay_before_reduction_ms
+        self.module = module
+
+    def get_input(self, device: Any) -> Any:
+        return self.module.get_input(device)  # type: ignore[operator]
+
+    def forward(self, x: Any) -> Any:
+        return self.module(x)
+
+    def get_loss(self, input: Any, output: Any) -> torch.Tensor:
+        loss = self.module.get_loss(input, output)  # type: ignore[operator]
+        _sleep_ms(self.delay_after_loss_ms)
+        return loss
+
+    def run_backward(self, loss: torch.Tensor) -> None:
+        from harness.upstream_modules.common_utils import torch_release
+
+        name = "reduce_scatter_single" if torch_release() >= (2, 13) else "reduce_scatter_tensor"
+        original = getattr(dist, name)
+
+        def delayed(*args: Any, **kwargs: Any) -> Any:
+            _sleep_ms(self.delay_before_reduction_ms)
+            return original(*args, **kwargs)
+        from unittest import mock
+
+        with mock.patch.object(dist, name, delayed):  # this rank alone: no barrier, no collective of its own
+            self.module.run_backward(loss)  # type: ignore[operator]
+
+    @staticmethod
+    def init(module_class: type, *model_args: Any, delay_after_loss_ms: int, delay_before_reduction_ms: int,
+             **model_kwargs: Any) -> ModuleWithDelay:  # type: ignore[override]
+        """``module_class.init(*model_args, **model_kwargs)`` with the delays."""
+        return ModuleWithDelay(module_class.init(*model_args, **model_kwargs), delay_after_loss_ms,
+                               delay_before_reduction_ms)
+
+
+class NestedWrappedModuleWithDelay(ModuleWithDelay):
+    """:class:`NestedWrappedModule` (built on the ranks' device after wrapping, by default) with the delays."""
+
+    @staticmethod
+    def init(group: Any, fsdp_init_mode: FSDPInitMode,  # type: ignore[override]
+             device_init_mode: DEVICEInitMode = DEVICEInitMode.DEVICE_AFTER, fsdp_kwargs: dict[str, Any] | None = None,
+             deterministic: bool = False, delay_after_loss_ms: int = 0,
+             delay_before_reduction_ms: int = 0) -> ModuleWithDelay:
+        return ModuleWithDelay.init(NestedWrappedModule, group=group, fsdp_init_mode=fsdp_init_mode,
+                                    device_init_mode=device_init_mode, fsdp_kwargs=fsdp_kwargs,
+                                    deterministic=deterministic, delay_after_loss_ms=delay_after_loss_ms,
+                                    delay_before_reduction_ms=delay_before_reduction_ms)
+
+
+class MixtureOfExperts(NestedWrappedModule):
+    """FSDP1's expert test model: ``module`` is Linear(8, 12), a shared Linear(12, 23), an expert Linear(23, 12)
+    (its parameters marked ``expert``, seeded per rank so each rank's differs) and Linear(12, 8). With
+    ``wrap_fsdp`` the expert is FSDP1 over a group of its own rank alone (never sharded) and the shared layer FSDP1
+    over ``group``; without, ``run_backward`` averages the non-expert gradients over ``group`` itself.
+    ``delay_before_free_ms`` delays the expert's reshard in the forward (a GPU sleep)."""
+
+    def __init__(self, group: Any, wrap_fsdp: bool, device_init_mode: DEVICEInitMode, delay_before_free_ms: int,
+                 deterministic: bool, **fsdp_kwargs: Any) -> None:
+        from harness.models import _rank_device
+
+        super().__init__(group=group, wrap_fsdp=wrap_fsdp, device_init_mode=device_init_mode,
+                         deterministic=deterministic)
+        self.group = group
+        self.delay_before_free_ms = delay_before_free_ms
+        self.wrap_fsdp = wrap_fsdp
+        self.move_to_device = device_init_mode == DEVICEInitMode.DEVICE_BEFORE
+
+        def placed(layer: nn.Module) -> nn.Module:
+            return layer.to(_rank_device()) if self.move_to_device else layer
+
+        if deterministic:
+            torch.manual_seed(42 + self.rank)
+        expert = placed(nn.Linear(23, 12))
+        self.num_expert_params = sum(p.numel() for p in expert.parameters())
+        for p in expert.parameters():
+            p.expert = True  # type: ignore[attr-defined]
+        if deterministic:
+            torch.manual_seed(0)
+        shared = placed(nn.Linear(12, 23))
+        if wrap_fsdp:
+            from torch.distributed.fsdp import FullyShardedDataParallel
+
+            expert = FullyShardedDataParallel(expert, dist.new_group([group.rank()]), **fsdp_kwargs)
+            shared = FullyShardedDataParallel(shared, group, **fsdp_kwargs)
+        self.module = nn.Sequential(placed(nn.Linear(8, 12)), shared, expert, placed(nn.Linear(12, 8)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        if self.delay_before_free_ms > 0 and isinstance(self.module[2], FullyShardedDataParallel):
+            import torch.distributed.fsdp._runtime_utils as runtime
+
+            original = runtime._reshard
+
+            def delayed(*args: Any, **kwargs: Any) -> Any:
+                _sleep_ms(self.delay_before_free_ms)
+                return original(*args, **kwargs)
+            from unittest import mock
+
+            with mock.patch.object(runtime, "_reshard", delayed):
+                return self.module(x)
+        return self.module(x)
+
+    def run_backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+        if self.wrap_fsdp:
+            return
+        with torch.no_grad():
+            for p in self.parameters():
+                if not hasattr(p, "expert") and p.grad is not None:  # an expert's gradient stays its rank's
+                    p.grad.div_(self.world_size)
+                    dist.all_reduce(p.grad, group=self.group)
+
+    @staticmethod
+    def init(group: Any, fsdp_init_mode: FSDPInitMode, device_init_mode: DEVICEInitMode,  # type: ignore[override]
+             fsdp_kwargs: dict[str, Any] | None = None, deterministic: bool = False,
+             delay_before_free_ms: int = 0) -> nn.Module:
+        """``NO_FSDP``: nothing wrapped; ``RECURSIVE``: the expert and shared layers wrapped, not the whole;
+        ``DEVICE_AFTER`` moves it to the ranks' device once built."""
+        from harness.models import _rank_device
+
+        if fsdp_init_mode == FSDPInitMode.NO_FSDP:
+            return MixtureOfExperts(group, wrap_fsdp=False, device_init_mode=device_init_mode,
+                                    delay_before_free_ms=delay_before_free_ms, deterministic=deterministic)
+        if fsdp_init_mode == FSDPInitMode.RECURSIVE:
+            model = MixtureOfExperts(group, wrap_fsdp=True, device_init_mode=device_init_mode,
+                                     delay_before_free_ms=delay_before_free_ms, deterministic=deterministic,
+                                     **dict(fsdp_kwargs or {}))
+            return model.to(_rank_device()) if device_init_mode == DEVICEInitMode.DEVICE_AFTER else model
+        raise ValueError(f"MixtureOfExperts.init: unsupported FSDPInitMode {fsdp_init_mode!r}")

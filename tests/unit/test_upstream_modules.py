@@ -612,6 +612,37 @@ class TestNamesRealFilesImport(unittest.TestCase):
             else:
                 mine = model
 
+    def test_fsdp_delay_and_expert_models(self):
+        from torch.testing._internal import common_fsdp as up
+
+        class Group:
+            def rank(self):
+                return 0
+
+            def size(self):
+                return 1
+        for m in (common_fsdp, up):
+            torch.manual_seed(0)
+            models = [m.MixtureOfExperts.init(Group(), m.FSDPInitMode.NO_FSDP, m.DEVICEInitMode.DEVICE_NEVER,
+                                              deterministic=True),
+                      m.NestedWrappedModuleWithDelay.init(Group(), m.FSDPInitMode.NO_FSDP,
+                                                          m.DEVICEInitMode.DEVICE_NEVER, deterministic=True,
+                                                          delay_after_loss_ms=1)]
+            if m is common_fsdp:
+                mine = models
+            else:
+                theirs = models
+        for a, b in zip(mine, theirs):
+            _same_module(self, b, a)
+        x = torch.randn(4, 8)
+        torch.testing.assert_close(mine[0](x), theirs[0](x), rtol=0, atol=0)
+        self.assertEqual(mine[0].num_expert_params, theirs[0].num_expert_params)
+        self.assertEqual([hasattr(p, "expert") for p in mine[0].parameters()],
+                         [hasattr(p, "expert") for p in theirs[0].parameters()])
+        inp = mine[1].get_input("cpu")
+        torch.testing.assert_close(mine[1].get_loss(inp, mine[1](*inp)), theirs[1].get_loss(inp, theirs[1](*inp)),
+                                   rtol=0, atol=0)
+
     def test_fsdp_helpers(self):
         from torch.testing._internal import common_fsdp as up
 
