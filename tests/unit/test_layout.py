@@ -121,6 +121,14 @@ class TestLayout(unittest.TestCase):
             self.assertLessEqual(count, MOST_MODULES, f"{place.relative_to(HARNESS.parent)}/ has {count} modules: "
                                                       "split it by concern")
 
+    def test_the_rule_catches_an_import_back_up(self) -> None:
+        # the checker itself: a rank-side module importing the parent's side is named
+        self.assertNotIn("parent", stated_rule("ranks") or set())
+        self.assertEqual(folder_of("harness.parent.pool"), "parent")
+        self.assertIsNone(folder_of("harness.main"))
+
+
+class TestUpstreamModulesFolder(unittest.TestCase):
     def test_upstream_modules_holds_one_namespace_per_upstream_module(self) -> None:
         # its size is upstream's (a module per torch.testing._internal module files import), not a concern to
         # split: what keeps it honest is that each module is a namespace the port maps an upstream module to
@@ -128,12 +136,6 @@ class TestLayout(unittest.TestCase):
 
         held = {p.stem for p in (HARNESS / "upstream_modules").glob("*.py") if p.name != "__init__.py"}
         self.assertEqual(held, set(NAMESPACES.values()))
-
-    def test_the_rule_catches_an_import_back_up(self) -> None:
-        # the checker itself: a rank-side module importing the parent's side is named
-        self.assertNotIn("parent", stated_rule("ranks") or set())
-        self.assertEqual(folder_of("harness.parent.pool"), "parent")
-        self.assertIsNone(folder_of("harness.main"))
 
 
 def strongly_connected(nodes: list[str], edges_of) -> list[list[str]]:
