@@ -22,7 +22,8 @@ from torch.utils.checkpoint import checkpoint
 
 __all__ = ["MLP", "MLPStack", "DoubleLinear", "FSDPInitMode", "DEVICEInitMode", "NestedWrappedModule",
            "TransformerWithSharedParams", "MLPModule", "MLPStacked", "ModelArgs", "Attention", "FeedForward",
-           "TransformerBlock", "Transformer"]
+           "TransformerBlock", "Transformer", "NonUniformReqGradNWM", "SkipModule", "NestedLinear", "SkipModel", "Experts", "ExpertLayer", "FSDPTestModel", "DummyDDP",
+           "AlwaysWrapNestedWrappedModule", "RMSNormPython", "SaveForwardInputsModule", "SaveForwardInputsModel"]
 
 
 # ---- FSDP's (upstream's common_fsdp) -------------------------------------------------------------
@@ -202,6 +203,171 @@ class NestedWrappedModule(nn.Module):
                                         deterministic=deterministic, **fsdp_kwargs)
             return model.to(_rank_device()) if device_init_mode == DEVICEInitMode.DEVICE_AFTER else model
         raise ValueError(f"NestedWrappedModule.init: unsupported FSDPInitMode {fsdp_init_mode!r}")
+
+
+class FSDPTestModel(nn.Module):
+    """What FSDP1's test models offer the test: an input on a device, a loss from it and the output, the backward
+    pass, and ``init`` building the model for a group, an ``FSDPInitMode`` and a ``DEVICEInitMode``."""
+
+    def get_input(self, device: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.get_input")
+
+    def get_loss(self, input: Any, output: Any) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__}.get_loss")
+
+    def run_backward(self, loss: torch.Tensor) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.run_backward")
+
+    @staticmethod
+    def init(*args: Any, **kwargs: Any) -> nn.Module:
+        raise NotImplementedError("FSDPTestModel.init: a test model defines how it is built")
+
+
+class DummyDDP(nn.Module):
+    """A module holding ``module`` and calling it: DDP's shape (``.module``) without DDP, for parity tests."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*args, **kwargs)
+
+
+class AlwaysWrapNestedWrappedModule(NestedWrappedModule):
+    """:class:`NestedWrappedModule` built unwrapped, then (``RECURSIVE``) FSDP1 over the whole with the
+    always-wrap policy, so every submodule is its own FSDP1 instance; ``DEVICE_AFTER`` moves it to the ranks'
+    device once wrapped."""
+
+    @staticmethod
+    def init(group: Any, fsdp_init_mode: FSDPInitMode, device_init_mode: DEVICEInitMode,  # type: ignore[override]
+             fsdp_kwargs: dict[str, Any] | None = None, deterministic: bool = False) -> nn.Module:
+        model = NestedWrappedModule.init(group, FSDPInitMode.NO_FSDP, device_init_mode, fsdp_kwargs,
+                                         deterministic=deterministic)
+        if fsdp_init_mode == FSDPInitMode.NO_FSDP:
+            return model
+        if fsdp_init_mode != FSDPInitMode.RECURSIVE:
+            raise ValueError(f"AlwaysWrapNestedWrappedModule.init: unsupported FSDPInitMode {fsdp_init_mode!r}")
+        from torch.distributed.fsdp.wrap import always_wrap_policy
+
+        wrapped = _fsdp1()(model, auto_wrap_policy=always_wrap_policy, **dict(fsdp_kwargs or {}))
+        return wrapped.to(_rank_device()) if device_init_mode == DEVICEInitMode.DEVICE_AFTER else wrapped
+
+
+class NonUniformReqGradNWM(NestedWrappedModule):
+    """:class:`NestedWrappedModule` with its last two linears wrapped together (``module.2``, a Sequential of
+    Linear(16, 4) and Linear(4, 8)) and every parameter frozen but those of ``module.2``'s second linear: all of
+    the trainable parameters live on one rank's shard, so the other ranks hold none (FSDP1's sharded grad
+    scaler's case, ``use_orig_params=True``).
+
+    Example::
+
+        model = NonUniformReqGradNWM.init(self.process_group, FSDPInitMode.RECURSIVE, DEVICEInitMode.DEVICE_AFTER,
+                                          {"use_orig_params": True})
+    """
+
+    #: the parameters left trainable, with or without FSDP1's ``_fsdp_wrapped_module`` in their names
+    TRAINABLE = r"module\.2.*\.1.*"
+
+    def __init__(self, group: Any, wrap_fsdp: bool, device_init_mode: DEVICEInitMode, deterministic: bool,
+                 **fsdp_kwargs: Any) -> None:
+        nn.Module.__init__(self)
+        self.rank = group.rank()
+        self.world_size = group.size()
+        device = _rank_device() if device_init_mode == DEVICEInitMode.DEVICE_BEFORE else None
+
+        def linear(n_in: int, n_out: int) -> nn.Module:
+            layer = nn.Linear(n_in, n_out)
+            return layer.to(device) if device is not None else layer
+
+        def wrap(layer: nn.Module) -> nn.Module:
+            return _fsdp1()(layer, group, **fsdp_kwargs) if wrap_fsdp else layer
+
+        if deterministic:
+            torch.manual_seed(0)
+        first = linear(8, 4)  # built in upstream's order, so a seeded model draws the same weights
+        middle = wrap(nn.Sequential(wrap(linear(4, 16)), linear(16, 16)))
+        last = wrap(nn.Sequential(linear(16, 4), linear(4, 8)))
+        self.module = nn.Sequential(first, middle, last)
+
+    @staticmethod
+    def _set_nonuniform_req_grad(model: nn.Module, req_grad_mask: Any) -> None:
+        """Freeze every parameter whose name does not match ``req_grad_mask``."""
+        import re
+
+        for name, param in model.named_parameters():
+            if not re.match(req_grad_mask, name):
+                param.requires_grad_(False)
+
+    @staticmethod
+    def init(group: Any, fsdp_init_mode: FSDPInitMode, device_init_mode: DEVICEInitMode,  # type: ignore[override]
+             fsdp_kwargs: dict[str, Any] | None = None, deterministic: bool = False) -> nn.Module:
+        """As :meth:`NestedWrappedModule.init`, then every parameter but ``module.2``'s second linear's frozen."""
+        if fsdp_init_mode == FSDPInitMode.NO_FSDP:
+            model: nn.Module = NonUniformReqGradNWM(group, wrap_fsdp=False, device_init_mode=device_init_mode,
+                                                    deterministic=deterministic)
+        elif fsdp_init_mode == FSDPInitMode.RECURSIVE:
+            model = NonUniformReqGradNWM(group, wrap_fsdp=True, device_init_mode=device_init_mode,
+                                         deterministic=deterministic, **dict(fsdp_kwargs or {}))
+            if device_init_mode == DEVICEInitMode.DEVICE_AFTER:
+                model = model.to(_rank_device())
+        else:
+            raise ValueError(f"NonUniformReqGradNWM.init: unsupported FSDPInitMode {fsdp_init_mode!r}")
+        NonUniformReqGradNWM._set_nonuniform_req_grad(model, NonUniformReqGradNWM.TRAINABLE)
+        return model
+
+
+def _fsdp1_wrap(module: nn.Module, **kwargs: Any) -> nn.Module:
+    """FSDP1's ``wrap``: an FSDP1 instance inside an ``enable_wrap`` block, the module itself outside one."""
+    from torch.distributed.fsdp.wrap import wrap
+
+    return wrap(module, **kwargs)
+
+
+class SkipModule(nn.Module):
+    """One ``Linear(10, 10)`` without bias, as ``lin``: the layer FSDP1's auto-wrap tests leave unwrapped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(10, 10, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x)
+
+
+class NestedLinear(nn.Module):
+    """``nested_linear``: a ``Linear(10, 10)`` without bias on the ranks' device, FSDP1-wrapped (``wrap``, so only
+    inside ``enable_wrap``) with ``fsdp_wrap``."""
+
+    def __init__(self, fsdp_wrap: bool) -> None:
+        super().__init__()
+        layer = nn.Linear(10, 10, bias=False).to(_rank_device())
+        self.nested_linear = _fsdp1_wrap(layer) if fsdp_wrap else layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.nested_linear(x)
+
+
+class SkipModel(nn.Module):
+    """``linear``, ``linear_skip`` (a :class:`SkipModule`) and ``nested_linear`` (a :class:`NestedLinear`, itself
+    wrapped, and its linear too with ``double_nest``), in that order, on the ranks' device: FSDP1's state-dict
+    tests of a module an ``enable_wrap`` block skips.
+
+    Example::
+
+        with enable_wrap(wrapper_cls=FSDP):
+            model = SkipModel(double_nest=True)
+    """
+
+    def __init__(self, double_nest: bool) -> None:
+        super().__init__()
+        device = _rank_device()
+        self.linear = nn.Linear(10, 10, bias=False).to(device)
+        self.linear_skip = SkipModule().to(device)
+        self.nested_linear = _fsdp1_wrap(NestedLinear(fsdp_wrap=double_nest), device_id=device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.nested_linear(self.linear_skip(self.linear(x)))
 
 
 class TransformerWithSharedParams(nn.Module):
@@ -478,3 +644,110 @@ class Transformer(nn.Module):
         if module.model_args.weight_tying:
             module.output.weight = module.tok_embeddings.weight  # parameters and gradients shared again
         return module
+
+
+class RMSNormPython(nn.Module):
+    """DTensor's RMSNorm in plain operations: ``x / sqrt(mean(x**2, -1) + eps) * weight``, ``weight`` ones.
+
+    Example::
+
+        norm = RMSNormPython(8)
+        norm(torch.randn(2, 8)).shape     # (2, 8)
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+# ---- mixed precision (upstream's common_distributed) ----------------------------------------------
+
+
+class SaveForwardInputsModule(nn.Module):
+    """A ``Linear(100, 100)`` that records the input it was called with in ``forward_inputs[self]``; with
+    ``cast_forward_inputs`` it casts the input to its weight's dtype first (the input is recorded uncast)."""
+
+    def __init__(self, forward_inputs: dict[nn.Module, torch.Tensor], cast_forward_inputs: bool) -> None:
+        super().__init__()
+        self.l = nn.Linear(100, 100)
+        self.forward_inputs = forward_inputs
+        self.cast_forward_inputs = cast_forward_inputs
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.forward_inputs[self] = x
+        return self.l(x.to(self.l.weight.dtype) if self.cast_forward_inputs else x)
+
+
+class SaveForwardInputsModel(nn.Module):
+    """Two :class:`SaveForwardInputsModule` in a row (``c1``, ``c2``), the model's own input recorded too: mixed-
+    precision tests read ``forward_inputs`` to see which dtype reached each module.
+
+    Example::
+
+        inputs = {}
+        model = SaveForwardInputsModel(inputs, cast_forward_inputs=False)
+        model(torch.randn(2, 100))
+        inputs[model.c1].dtype     # torch.float32
+    """
+
+    def __init__(self, forward_inputs: dict[nn.Module, torch.Tensor], cast_forward_inputs: bool) -> None:
+        super().__init__()
+        self.c1 = SaveForwardInputsModule(forward_inputs, cast_forward_inputs)
+        self.c2 = SaveForwardInputsModule(forward_inputs, cast_forward_inputs)
+        self.forward_inputs = forward_inputs
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.forward_inputs[self] = x
+        return self.c2(self.c1(x))
+
+
+# ---- mixture of experts (upstream's common_dtensor) -----------------------------------------------
+
+
+class Experts(nn.Module):
+    """``num_experts`` two-layer GELU experts stacked in two parameters, ``w1`` (experts x hidden x dim) and ``w2``
+    (experts x dim x hidden), drawn from N(0, 0.02); every expert sees every token and their outputs are summed.
+    Sharded parameters (DTensors) compute on their local experts.
+
+    Example::
+
+        Experts(dim=8, hidden_dim=16, num_experts=4)(torch.randn(5, 8)).shape    # (5, 8)
+    """
+
+    def __init__(self, dim: int, hidden_dim: int, num_experts: int) -> None:
+        super().__init__()
+        self.num_experts = num_experts
+        self.w1 = nn.Parameter(torch.empty(num_experts, hidden_dim, dim))
+        self.w2 = nn.Parameter(torch.empty(num_experts, dim, hidden_dim))
+        self.reset_parameters()
+        self.gelu = nn.GELU()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.w1, std=0.02)
+        nn.init.normal_(self.w2, std=0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.distributed.tensor import DTensor
+
+        w1, w2 = ((self.w1.to_local(), self.w2.to_local()) if isinstance(self.w1, DTensor)
+                  else (self.w1, self.w2))
+        tokens = x.unsqueeze(0).expand(w1.shape[0], -1, -1)
+        hidden = self.gelu(torch.bmm(tokens, w1.transpose(-2, -1)))
+        return torch.bmm(hidden, w2.transpose(-2, -1)).sum(dim=0)
+
+
+class ExpertLayer(nn.Module):
+    """:class:`Experts` over a (batch, sequence, dim) input, averaged over the experts."""
+
+    def __init__(self, num_experts: int, dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        self.num_experts = num_experts
+        self.experts = Experts(dim=dim, hidden_dim=hidden_dim, num_experts=num_experts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, dim = x.shape
+        return (self.experts(x.reshape(-1, dim)) / self.num_experts).view(batch, length, dim)

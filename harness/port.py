@@ -9,7 +9,7 @@ import importlib.util
 import os
 import sys
 
-__all__ = ["MAPPING", "RENAMED", "NAMESPACES", "GONE", "PortResult", "port_source", "private_imports", "offered",
+__all__ = ["MAPPING", "RENAMED", "NAMESPACES", "GONE", "KEPT", "kept", "PortResult", "port_source", "private_imports", "offered",
            "check", "main"]
 
 _DISTRIBUTED = frozenset({"MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinousTest",
@@ -73,6 +73,9 @@ NAMESPACES: dict[str, str] = {
     f"{_UPSTREAM}.common_cuda": "common_cuda",
     f"{_UPSTREAM}.distributed._shard.sharded_tensor": "sharded_tensor",
     f"{_UPSTREAM}.distributed._shard.sharded_tensor._test_st_common": "st_common",
+    f"{_UPSTREAM}.distributed._shard.sharded_tensor._test_ops_common": "st_ops_common",
+    f"{_UPSTREAM}.inductor_utils": "inductor_utils",
+    f"{_UPSTREAM}.triton_utils": "triton_utils",
 }
 _NAMESPACE_PACKAGE = "harness.upstream_modules"
 
@@ -85,6 +88,38 @@ GONE: dict[str, str] = {
                                                         "hardware tags): no upstream meaning to follow here",
     f"{_UPSTREAM}.common_fsdp.FSDP_DEVICE_TYPE": "not in torch 2.13's common_fsdp",
 }
+
+#: upstream modules (a prefix ends with ".") and "module.name"s that are test *bodies* PyTorch ships for reuse, not
+#: harness: a file that imports them runs upstream's tests, so the port leaves them, saying why
+KEPT: dict[str, str] = {
+    f"{_UPSTREAM}.distributed.rpc.": "the RPC agent suites: upstream's test bodies, run per agent by the file",
+    f"{_UPSTREAM}.distributed.rpc_utils": "generates the RPC agent suites' test classes from upstream's bodies",
+    f"{_UPSTREAM}.distributed.distributed_test": "DistributedTest: upstream's c10d test bodies, run per backend",
+    f"{_UPSTREAM}.distributed.ddp_under_dist_autograd_test": "upstream's DDP-with-RPC test bodies",
+    f"{_UPSTREAM}.distributed.pipe_with_ddp_test": "upstream's pipeline-with-DDP test bodies",
+    f"{_UPSTREAM}.distributed.nn.": "upstream's remote-module test bodies",
+    f"{_UPSTREAM}.common_methods_invocations": "OpInfo's op_db: upstream's operator test data and its decorations",
+    f"{_UPSTREAM}.opinfo.": "OpInfo's op_db: upstream's operator test data",
+    f"{_UPSTREAM}.common_device_type.ops": "OpInfo's test generator: it parametrizes tests by upstream's op_db",
+    f"{_UPSTREAM}.distributed._tensor.common_dtensor.DTensorConverter":
+        "turns OpInfo's sample inputs (op_db) into DTensors, for the op_db suites",
+}
+
+
+def kept(module: str, name: str | None = None) -> str | None:
+    """Why ``module`` (or ``module.name``) stays an upstream import as a test body (:data:`KEPT`); None otherwise.
+
+    Example::
+
+        kept("torch.testing._internal.common_methods_invocations", "op_db")   # "OpInfo's op_db: ..."
+    """
+    whole = f"{module}.{name}" if name else module
+    for key, why in KEPT.items():
+        if whole == key or module == key or (key.endswith(".") and (module + ".").startswith(key)):
+            return why
+    return None
+
+
 _offered: dict[str, frozenset[str]] = {}
 
 
@@ -214,6 +249,9 @@ def _top_level_names(tree: ast.Module) -> frozenset[str] | None:
 
 
 def _why_not(module: str, name: str) -> str:
+    body = kept(module, name)
+    if body is not None:
+        return f"{module}.{name}: kept: {body}"
     why = GONE.get(f"{module}.{name}")
     if why is None:
         defined = _installed_names(module)
@@ -266,7 +304,8 @@ def port_source(source: str, path: str = "<string>") -> PortResult:
                 if namespace is None or missing:
                     out.append(f"{indent}import {_alias(a)}\n")
                     why = (f"uses {', '.join(missing)}, which harness.upstream_modules.{namespace} does not offer"
-                           if namespace else "a module the harness has no namespace for; import the names from harness instead")
+                           if namespace else f"kept: {kept(a.name)}" if kept(a.name)
+                           else "a module the harness has no namespace for; import the names from harness instead")
                     unmapped.append(f"import {_alias(a)} (line {node.lineno}): {why}")
                     continue
                 mapped.append(f"{a.name} (the module)")

@@ -21,7 +21,7 @@ __all__ = ["instantiate_device_type_tests", "DeviceTypeTestBase", "CPUTestBase",
            "onlyOn", "onlyCPU", "onlyCUDA", "onlyXPU", "onlyHPU", "onlyMPS", "onlyAccelerator",
            "onlyNativeDeviceTypes", "skipIf", "skipCPUIf", "skipCUDAIf", "skipXPUIf", "skipHPUIf", "skipMPSIf",
            "skipGPUIf", "skipMeta", "dtypes", "dtypesIfCPU", "dtypesIfCUDA", "dtypesIfXPU", "dtypesIfHPU",
-           "dtypesIfMPS", "deviceCountAtLeast"]
+           "dtypesIfMPS", "deviceCountAtLeast", "e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"]
 
 #: upstream's environment variables that narrow the device types (comma-separated device types)
 ONLY_FOR_VAR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
@@ -428,3 +428,16 @@ class deviceCountAtLeast:
             return fn(slf, devices, *args, **kwargs)
 
         return multi_fn
+
+
+def _fnuz() -> bool:
+    """MI300's GPUs (gfx94x) speak the "fnuz" float8 variants; everything else the OCP ones."""
+    return bool(torch.version.hip) and torch.cuda.is_available() and torch.cuda.device_count() > 0 and \
+        "gfx94" in torch.cuda.get_device_properties(0).gcnArchName
+
+
+#: the float8 dtypes of this machine's GPU (the "fnuz" ones on MI300) and their largest finite values
+e4m3_type, e5m2_type = ((torch.float8_e4m3fnuz, torch.float8_e5m2fnuz) if _fnuz()
+                        else (torch.float8_e4m3fn, torch.float8_e5m2))
+E4M3_MAX_POS: float = torch.finfo(e4m3_type).max
+E5M2_MAX_POS: float = torch.finfo(e5m2_type).max

@@ -5,12 +5,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import platform
+import re
 import socket
 import statistics
 import sys
 import tempfile
 import time
 import unittest
+import warnings
 from typing import Any, Callable, Iterator
 
 import torch
@@ -28,10 +31,229 @@ __all__ = ["run_tests", "TestCase", "parametrize", "instantiate_parametrized_tes
            "TemporaryDirectoryName", "dtype_name", "TEST_WITH_TORCHDYNAMO", "TEST_WITH_TORCHINDUCTOR", "TEST_WITH_SLOW",
            "TEST_WITH_UBSAN", "NO_MULTIPROCESSING_SPAWN", "MI300_ARCH", "skipIfTorchDynamo", "skipIfTorchInductor",
            "skipIfRocmArch", "skipIfXpu", "slowTest", "xfailIf", "serialTest", "requires_cuda_p2p_access",
-           "sandcastle_skip_if", "ADDRESS_IN_USE", "CONNECT_TIMEOUT", "load_tests"]
+           "sandcastle_skip_if", "torch_release", "ADDRESS_IN_USE", "CONNECT_TIMEOUT", "load_tests", "LazyVal",
+           "lazy_skip_if", "IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR", "requires_cuda",
+           "suppress_warnings", "wrapSwapTensorsTest", "xfailIfTorchDynamo", "getRocmVersion", "isRocmArchAnyOf",
+           "skipIfRocmVersionLessThan", "runOnRocmArch", "skipIfWindows", "MI350_ARCH", "MI200_ARCH",
+           "TEST_CUDA_PYTHON_BINDINGS", "requires_cuda_python_bindings", "TEST_CUDA_GRAPH", "device_sleep", "check_leaked_tensors"]
 
-#: the connection errors upstream's files match (``retry_on_connect_failures(connect_errors=(ADDRESS_IN_USE,))``)
-ADDRESS_IN_USE = "Address already in use"
+
+def torch_release() -> tuple[int, int]:
+    """The installed torch's (major, minor): ``(2, 15)`` for ``2.15.0+cu132`` and ``2.15.0a0+git...`` alike. A
+    counterpart of an upstream value that changed between releases gives the installed release's value.
+
+    Example::
+
+        torch_release() >= (2, 14)
+    """
+    match = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
+    if match is None:
+        raise RuntimeError(f"torch.__version__ {torch.__version__!r} does not start with MAJOR.MINOR")
+    return int(match.group(1)), int(match.group(2))
+
+
+class LazyVal:
+    """A value computed when a test first reads it (as a bool, a comparison, ``str``), never at import: a flag
+    that asks the GPU (its capability, its count) must not touch CUDA in a process that forks ranks afterwards.
+
+    Example::
+
+        TEST_MULTIACCELERATOR = LazyVal(lambda: torch.accelerator.device_count() > 1)
+        if TEST_MULTIACCELERATOR: ...
+    """
+
+    def __init__(self, compute: Callable[[], Any]) -> None:
+        self._compute = compute
+        self._value: Any = None
+        self._known = False
+
+    def value(self) -> Any:
+        if not self._known:
+            self._value, self._known = self._compute(), True
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self.value())
+
+    def __eq__(self, other: object) -> bool:
+        return self.value() == (other.value() if isinstance(other, LazyVal) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.value())
+
+    def __str__(self) -> str:
+        return str(self.value())
+
+    __repr__ = __str__
+
+
+def _skip_where(condition: Callable[[], bool], reason: str) -> Callable[[Any], Any]:
+    """Skip a test (checked when it runs) or a class (checked when decorated) where ``condition()`` holds."""
+    def decorator(fn: Any) -> Any:
+        if isinstance(fn, type):
+            return unittest.skipIf(condition(), reason)(fn)
+
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            if condition():
+                raise unittest.SkipTest(reason)
+            return fn(*args, **kwargs)
+        return checked
+    return decorator
+
+
+lazy_skip_if = _skip_where  # upstream's name (2.13 on): the same rule
+
+#: upstream's CI flag: on wherever ``CI`` is set to anything non-empty (GitHub sets CI=true)
+IS_CI: bool = bool(os.environ.get("CI"))
+#: NVIDIA's embedded boards, by the words upstream looks for in the platform's name
+IS_JETSON: bool = any(word in platform.platform() for word in
+                      ("orin", "concord", "galen", "xavier", "nano", "jetson", "tegra", "thor"))
+#: an accelerator of any kind, two or more of them: asked when a test first reads them
+TEST_ACCELERATOR = LazyVal(lambda: torch.accelerator.is_available())
+TEST_MULTIACCELERATOR = LazyVal(lambda: torch.accelerator.device_count() > 1)
+
+#: upstream's "needs CUDA" skip, decided at decoration time as upstream's is
+requires_cuda = unittest.skipUnless(torch.cuda.is_available(), "Requires CUDA")
+
+
+def suppress_warnings(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run the test with every warning ignored (returns None, as upstream's wrapper does)."""
+    @functools.wraps(fn)
+    def quiet(*args: Any, **kwargs: Any) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(*args, **kwargs)
+    return quiet
+
+
+def wrapSwapTensorsTest(swap: bool | None = None) -> Callable[[Any], Any]:
+    """Run the test with ``torch.__future__``'s swap-module-params-on-conversion set to ``swap`` (left as it is
+    for None), put back after it."""
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def swapped(*args: Any, **kwargs: Any) -> None:
+            before = torch.__future__.get_swap_module_params_on_conversion()
+            if swap is not None:
+                torch.__future__.set_swap_module_params_on_conversion(swap)
+            try:
+                fn(*args, **kwargs)
+            finally:
+                torch.__future__.set_swap_module_params_on_conversion(before)
+        return swapped
+    return decorator
+
+
+def xfailIfTorchDynamo(fn: Any) -> Any:
+    """``unittest.expectedFailure`` when the suite runs under dynamo (``PYTORCH_TEST_WITH_DYNAMO=1``)."""
+    return unittest.expectedFailure(fn) if TEST_WITH_TORCHDYNAMO else fn
+
+
+def getRocmVersion() -> tuple[int, ...]:
+    """The ROCm release torch was built with, ``(6, 4)``; ``(0, 0)`` on a build that is not ROCm's."""
+    if not TEST_WITH_ROCM:
+        return (0, 0)
+    words = getattr(torch.version, "rocm", None) or torch.version.hip
+    if not words:
+        return (0, 0)
+    return tuple(int(part) for part in words.split("-", 1)[0].split(".") if part.isdigit())
+
+
+def isRocmArchAnyOf(arch: tuple[str, ...]) -> bool:
+    """Whether GPU 0 is a ROCm GPU of one of the architectures ``arch`` (``MI300_ARCH``, ...)."""
+    if not torch.version.hip:
+        return False
+    name = torch.cuda.get_device_properties(0).gcnArchName
+    return any(a in name for a in arch)
+
+
+def skipIfRocmVersionLessThan(version: tuple[int, ...] | list[int] | None = None) -> Callable[[Any], Any]:
+    """Skip on a ROCm build older than ``version`` (always on ROCm when ``version`` is None); runs elsewhere."""
+    def older() -> bool:
+        return TEST_WITH_ROCM and (version is None or getRocmVersion() < tuple(version))
+    return _skip_where(older, f"ROCm version less than {version} required")
+
+
+def runOnRocmArch(arch: tuple[str, ...]) -> Callable[[Any], Any]:
+    """On ROCm, run the test only on the architectures ``arch`` (skip on others); elsewhere run it."""
+    return _skip_where(lambda: TEST_WITH_ROCM and not isRocmArchAnyOf(arch), f"skipIfRocm: test only runs on {arch}")
+
+
+def _cuda_python_bindings() -> bool:
+    """NVIDIA's ``cuda.bindings`` (cuda-python) is installed and speaks to this build's GPU runtime (CUDA, or
+    ROCm through its HIP port of the package)."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("cuda.bindings") is None:
+            return False
+    except (ImportError, ValueError):
+        return False
+    if torch.version.cuda is not None:
+        return True
+    if torch.version.hip is not None:
+        import cuda.bindings.runtime
+
+        return bool(getattr(cuda.bindings.runtime, "HIP_PYTHON", False))
+    return False
+
+
+TEST_CUDA_PYTHON_BINDINGS: bool = _cuda_python_bindings()
+requires_cuda_python_bindings = unittest.skipUnless(TEST_CUDA_PYTHON_BINDINGS, "requires cuda-python (cuda.bindings)")
+
+
+#: CUDA graphs can be captured here: CUDA (or ROCm) available and ``PYTORCH_TEST_SKIP_CUDAGRAPH`` not set to 1
+TEST_CUDA_GRAPH: bool = (torch.cuda.is_available() and os.environ.get("PYTORCH_TEST_SKIP_CUDAGRAPH", "0") != "1"
+                         and bool(torch.version.cuda or torch.version.hip))
+
+
+def device_sleep(device: str, cycles: int) -> None:
+    """Keep ``device`` busy for about ``cycles`` of its ``_sleep`` (``get_cycles_per_ms`` converts): a GPU's own
+    sleep kernel, on the CPU a spin of the calling thread."""
+    if device == "cpu":
+        getattr(torch.cpu, "_sleep", _spin)(cycles)
+    else:
+        torch.get_device_module(device)._sleep(cycles)
+
+
+@contextlib.contextmanager
+def check_leaked_tensors(limit: int = 1, matched_type: type = torch.Tensor) -> Iterator[list[Any]]:
+    """Find tensors the block leaves in reference cycles: the garbage collector keeps what it frees during the block,
+    and the list yielded is filled, after the block, with the ``matched_type`` objects among it (a warning says how
+    many). ``limit`` is how many graphs upstream draws with objgraph where it is installed; here it only says so.
+
+    Example::
+
+        with check_leaked_tensors() as garbage:
+            schedule.step(x)
+        self.assertEqual(len(garbage), 0)
+    """
+    import gc
+
+    gc.collect()
+    before = len(gc.garbage)
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    found: list[Any] = []
+    try:
+        yield found
+        gc.collect()
+        found.extend(obj for obj in gc.garbage[before:] if isinstance(obj, matched_type))
+        if found:
+            warnings.warn(f"{len(found)} tensors were found in the garbage. Did you introduce a reference cycle?",
+                          stacklevel=3)
+    finally:
+        gc.set_debug(0)
+        del gc.garbage[before:]  # what DEBUG_SAVEALL kept for the check, freed again
+
+
+def skipIfWindows(func: Any = None, *, msg: str = "test doesn't currently work on the Windows stack") -> Any:
+    decorator = _skip_where(lambda: IS_WINDOWS, f"skipIfWindows: {msg}")
+    return decorator(func) if func is not None else decorator
+
+
+#: the connection errors upstream's files match (``retry_on_connect_failures(connect_errors=(ADDRESS_IN_USE,))``):
+#: lower-case from torch 2.14, the words torch's own errors use (the match is case-sensitive)
+ADDRESS_IN_USE = "address already in use" if torch_release() >= (2, 14) else "Address already in use"
 CONNECT_TIMEOUT = "connect() timed out."
 
 #: upstream's default seed (its ``--seed`` flag changes it there; the harness seeds each test itself)
@@ -64,7 +286,10 @@ TEST_WITH_TORCHDYNAMO: bool = (_env_on("PYTORCH_TEST_WITH_DYNAMO") or TEST_WITH_
 TEST_WITH_SLOW: bool = _env_on("PYTORCH_TEST_WITH_SLOW")
 TEST_WITH_UBSAN: bool = _env_on("PYTORCH_TEST_WITH_UBSAN")
 NO_MULTIPROCESSING_SPAWN = False
+#: AMD GPU architectures by family, as upstream's skips name them
+MI350_ARCH = ("gfx950",)
 MI300_ARCH = ("gfx942",)
+MI200_ARCH = ("gfx90a",)
 
 
 def _skip_if(condition: bool, reason: str) -> Callable[[Any], Any]:

@@ -10,6 +10,8 @@ from harness import DTensorTestBase, DynamoDistributedMultiProcTestCase, FSDPTes
 from harness.upstream_modules import common_utils
 from harness.upstream_modules.common_distributed import _dynamo_dist_per_rank_init
 from harness.upstream_modules.common_device_type import dtypes, instantiate_device_type_tests, onlyCPU, onlyCUDA
+from harness.upstream_modules.common_dtensor import (LocalDTensorContinuousTestBase, LocalDTensorOpTestBase,
+                                                     generate_shard_orders, make_full_tensor, patched_distribute_tensor)
 from harness.upstream_modules.common_fsdp import MLP, patch_all_gather, patch_reduce_scatter, reduce_scatter_with_assert
 
 
@@ -83,6 +85,42 @@ class TestDynamoRank(DynamoDistributedMultiProcTestCase):
             dist.all_reduce(t)
             print(f"DYNAMO rank={self.rank} got={int(t.item())} size={dist.get_world_size()}")
         self.assertFalse(dist.is_initialized())
+
+
+class TestShardOrders(DTensorTestBase):
+    @property
+    def world_size(self):
+        return 2
+
+    @with_comms
+    def test_every_order_round_trips(self):
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(self.device_type, (2, 1))
+        full = torch.arange(24.0).reshape(4, 6)
+        orders = list(generate_shard_orders(mesh, 2))
+        same = sum(torch.equal(make_full_tensor(patched_distribute_tensor(full, mesh, None, order)), full)
+                   for order in orders)
+        print(f"ORDERS rank={self.rank} orders={len(orders)} same={same}")
+        self.assertEqual(same, len(orders))
+
+
+class TestLocalOps(LocalDTensorOpTestBase):
+    def test_shard_and_gather(self):
+        from torch.distributed.tensor import Shard, distribute_tensor
+
+        mesh = self.build_device_mesh()
+        with self._get_local_tensor_mode():
+            d = distribute_tensor(torch.ones(8, 2), mesh, [Shard(0)])
+            self.assertEqual(d.full_tensor(), torch.ones(8, 2))
+        print(f"LOCALOPS world={self.world_size} mesh={mesh.size()}")
+
+
+class TestLocalContinuous(LocalDTensorContinuousTestBase):
+    world_size = 2
+
+    def test_group_up_without_with_comms(self):
+        print(f"LOCALCONT world={dist.get_world_size()} backend={dist.get_backend()}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """harness.upstream_modules on the harness's rank processes (tests/compat/cx_upstream_modules.py under
 run_tests()): device-generic classes with upstream's generated names, composing with parametrize and dtypes, a
 CPU class meeting over gloo; FSDP2's collectives counted by the patches on every rank; the dynamo per-rank group
-on the test's own rendezvous. What each counterpart is against upstream's own: tests/unit/test_upstream_modules.py."""
+on the test's own rendezvous; every shard order distributed and gathered back; DTensor's op-test class with its
+ranks simulated. What each counterpart is against upstream's own: tests/unit/test_upstream_modules.py."""
 import unittest
 
 from tests._support import RUN_TESTS, THE_RUNNER, under_each_front_end
@@ -15,7 +16,9 @@ class _Checks:
         for name in ("TestDevicesCPU.test_sum_n_1_cpu", "TestDevicesCPU.test_sum_n_3_cpu",
                      "TestDevicesCPU.test_dtype_cpu_float32", "TestDevicesCPU.test_dtype_cpu_bfloat16",
                      "TestDevicesCPU.test_cpu_only_cpu", "TestPatches.test_count_collectives",
-                     "TestDynamoRank.test_group_for_the_block", "TestDevicesCPU.test_cuda_only_cpu"):
+                     "TestDynamoRank.test_group_for_the_block", "TestDevicesCPU.test_cuda_only_cpu",
+                     "TestShardOrders.test_every_order_round_trips", "TestLocalOps.test_shard_and_gather",
+                     "TestLocalContinuous.test_group_up_without_with_comms"):
             self.assertIn(name, self.r.output, self.r.describe())
         self.assertNotIn("CUDAONLY ran", self.r.output)
 
@@ -40,6 +43,13 @@ class _RankLines:
     def test_patches_count_on_every_rank(self):
         self.assertEqual({(row["_rank"], row["gathers"], row["scatters"]) for row in self.r.rank_lines("PATCH")},
                          {("0", "4", "2"), ("1", "4", "2")}, self.r.describe())
+
+    def test_shard_orders_round_trip_and_local_op_tests_run(self):
+        # a (2, 1) mesh: 6 shard orders of a 2-D tensor, each distributed in its order and gathered back whole
+        self.assertEqual({(row["_rank"], row["orders"], row["same"]) for row in self.r.rank_lines("ORDERS")},
+                         {("0", "6", "6"), ("1", "6", "6")}, self.r.describe())
+        self.assertIn("LOCALOPS world=4 mesh=4", self.r.output, self.r.describe())
+        self.assertIn("LOCALCONT world=2 backend=fake", self.r.output, self.r.describe())
 
     def test_dynamo_group_on_the_tests_rendezvous(self):
         self.assertEqual({(row["_rank"], row["got"], row["size"]) for row in self.r.rank_lines("DYNAMO")},

@@ -53,9 +53,17 @@ class TestPortSource(unittest.TestCase):
                                       "which harness.upstream_modules.common_utils does not offer"])
 
     def test_a_module_without_a_namespace_is_listed(self):
-        r = port_source("import torch.testing._internal.common_methods_invocations as cmi\n")
-        self.assertEqual(r.new, "import torch.testing._internal.common_methods_invocations as cmi\n")
+        r = port_source("import torch.testing._internal.common_quantization as cq\n")
+        self.assertEqual(r.new, "import torch.testing._internal.common_quantization as cq\n")
         self.assertIn("no namespace", r.unmapped[0])
+
+    def test_an_upstream_test_body_is_kept_saying_why(self):
+        r = port_source("import torch.testing._internal.common_methods_invocations as cmi\n"
+                        "from torch.testing._internal.distributed.rpc.rpc_test import RpcTest\n")
+        self.assertEqual(r.new, "import torch.testing._internal.common_methods_invocations as cmi\n"
+                                "from torch.testing._internal.distributed.rpc.rpc_test import RpcTest\n")
+        self.assertIn("kept: OpInfo's op_db", r.unmapped[0])
+        self.assertIn("kept: the RPC agent suites", r.unmapped[1])
 
     def test_indented_import_keeps_its_indent(self):
         r = port_source("if True:\n    from torch.testing._internal.common_utils import run_tests\n")
@@ -84,7 +92,7 @@ class TestModuleImports(unittest.TestCase):
                         "skips = common_distributed.TEST_SKIPS\nfb = cu.IS_FBCODE\n",
                         "from harness.upstream_modules import common_utils as cu, common_distributed\n"
                         "skips = common_distributed.TEST_SKIPS\nfb = cu.IS_FBCODE\n")
-        self.assertEqual(ns["skips"]["multi-gpu-2"].exit_code, 77)
+        self.assertEqual(ns["skips"]["no_cuda"].exit_code, 74)
 
     def test_from_subpackage_import_module(self):
         self.check("from torch.testing._internal.distributed import fake_pg\nstore = fake_pg.FakeStore()\n",
@@ -127,8 +135,8 @@ class TestModuleImports(unittest.TestCase):
         self.assertIn("not in torch 2.13's common_fsdp", r.unmapped[0])
 
     def test_a_name_upstream_has_but_the_harness_does_not_is_listed_plainly(self):
-        r = port_source("from torch.testing._internal.common_fsdp import DummyProcessGroup\n")
-        self.assertEqual(r.unmapped, ["torch.testing._internal.common_fsdp.DummyProcessGroup (line 1)"])
+        r = port_source("from torch.testing._internal.distributed.checkpoint_utils import Rot13Example\n")
+        self.assertEqual(r.unmapped, ["torch.testing._internal.distributed.checkpoint_utils.Rot13Example (line 1)"])
 
     def test_every_namespace_offers_what_it_says(self):
         import importlib

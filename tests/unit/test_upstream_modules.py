@@ -10,9 +10,11 @@ import unittest
 import torch
 import torch.distributed as dist
 
-from harness.upstream_modules import (common_device_type, common_dist_composable, common_distributed, common_fsdp,
-                                      common_state_dict, common_utils, distributed_utils, logging_utils, st_common,
+from harness.upstream_modules import (common_cuda, common_device_type, common_dist_composable, common_distributed,
+                                      common_dtensor, common_fsdp, common_state_dict, common_utils, distributed_utils,
+                                      inductor_utils, logging_utils, st_common, st_ops_common, triton_utils,
                                       two_tensor)
+from tests._support import nightly
 
 
 def _same_module(test: unittest.TestCase, theirs: torch.nn.Module, mine: torch.nn.Module) -> None:
@@ -130,7 +132,10 @@ class TestTablesAndFlags(unittest.TestCase):
 
         self.assertEqual({k: tuple(v) for k, v in common_distributed.TEST_SKIPS.items()},
                          {k: tuple(v) for k, v in TEST_SKIPS.items()})
-        self.assertEqual(common_distributed.TEST_SKIPS["multi-gpu-4"].message, "Need at least 4 CUDA devices")
+        # the installed release's words: torch 2.15 renamed multi-gpu-N to multi-device-N, "CUDA" to "accelerator"
+        key, words = (("multi-device-4", "Need at least 4 accelerator devices") if common_utils.torch_release() >= (2, 15)
+                      else ("multi-gpu-4", "Need at least 4 CUDA devices"))
+        self.assertEqual(common_distributed.TEST_SKIPS[key].message, words)
 
     def test_skips_on_this_machine(self):
         class T(unittest.TestCase):
@@ -175,6 +180,12 @@ class TestTablesAndFlags(unittest.TestCase):
         self.assertIsInstance(store, dist.TCPStore)
         self.assertEqual((common_utils.ADDRESS_IN_USE, common_utils.CONNECT_TIMEOUT),
                          (up.ADDRESS_IN_USE, up.CONNECT_TIMEOUT))
+        taken = dist.TCPStore("localhost", 0, 1, True, wait_for_workers=False)
+        with self.assertRaises((RuntimeError, dist.DistNetworkError)) as caught:
+            dist.TCPStore("localhost", taken.port, 1, True, wait_for_workers=False)
+        # torch's own words differ in case from upstream's constant on some releases (2.13's libuv store says
+        # "address already in use"): create_tcp_store matches them either way
+        self.assertIn(common_utils.ADDRESS_IN_USE.lower(), str(caught.exception).lower())
 
     def test_gpu_helpers(self):
         from torch.testing._internal import common_distributed as up
@@ -234,6 +245,451 @@ class TestTablesAndFlags(unittest.TestCase):
         self.assertIsInstance(value, float)
         self.assertGreater(value, 0)
         self.assertIs(common_utils.get_cycles_per_ms("cpu"), value)  # measured once
+
+
+class TestNamesRealFilesImport(unittest.TestCase):
+    """The flags, skips, models and helpers PyTorch's own distributed tests import (docs/upstream-names.txt), each
+    against the installed release's own: the same value on this machine, the same verdict, the same output."""
+
+    def _same_flags(self, up, mine, names):
+        for name in names:
+            with self.subTest(name):
+                self.assertEqual(bool(getattr(mine, name)), bool(getattr(up, name)))
+
+    def test_machine_flags(self):
+        from torch.testing._internal import common_cuda as up_cuda, common_utils as up_utils
+        from torch.testing._internal.distributed._tensor import common_dtensor as up_dt
+
+        self._same_flags(up_utils, common_utils, ["IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR",
+                                                  "TEST_CUDA_GRAPH"]
+                         + (["TEST_CUDA_PYTHON_BINDINGS"] if hasattr(up_utils, "TEST_CUDA_PYTHON_BINDINGS") else []))
+        self._same_flags(up_cuda, common_cuda, [n for n in common_cuda.__all__ if n.endswith("OrLater")
+                                                or n.startswith("PLATFORM_SUPPORTS_")])
+        from torch.testing._internal import common_distributed as up_dist
+        self._same_flags(up_dist, common_distributed, ["PLATFORM_SUPPORTS_SYMM_MEM"])
+        for name in ("MI350_ARCH", "MI300_ARCH", "MI200_ARCH"):
+            self.assertEqual(getattr(common_utils, name), getattr(up_utils, name))
+        self.assertEqual(common_utils.getRocmVersion(), up_utils.getRocmVersion())
+        self.assertEqual(common_cuda._get_torch_rocm_version(), up_cuda._get_torch_rocm_version())
+        self.assertEqual(common_cuda._get_torch_cuda_version(), up_cuda._get_torch_cuda_version())
+        for name in ("DEVICE_TYPE", "PG_BACKEND", "NUM_DEVICES"):
+            self.assertEqual(getattr(common_dtensor, name), getattr(up_dt, name), name)
+        from torch.testing._internal import common_device_type as up_cdt
+        for name in ("e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"):
+            self.assertEqual(getattr(common_device_type, name), getattr(up_cdt, name), name)
+
+    def test_inductor_flags_follow_the_machine(self):
+        from torch.utils._triton import has_triton
+
+        self.assertEqual(inductor_utils.HAS_TRITON, has_triton())
+        self.assertEqual(inductor_utils.HAS_CUDA_AND_TRITON, torch.cuda.is_available() and has_triton())
+        self.assertEqual(inductor_utils.HAS_GPU, inductor_utils.HAS_GPU_AND_TRITON)
+        if not torch.cuda.is_available():
+            self.assertFalse(inductor_utils.HAS_GPU or inductor_utils.HAS_MULTIGPU)
+            self.assertEqual(inductor_utils.GPU_TYPE, "cuda")  # upstream's answer without a GPU, too
+        self.assertIn(inductor_utils.GPU_TYPE, inductor_utils.GPU_TYPES)
+
+    @nightly("imports upstream's inductor_utils (torch._inductor: about 10 s); CI checks the same flags against "
+             "torch's own device and triton queries in test_inductor_flags_follow_the_machine")
+    def test_inductor_and_triton_names_are_upstreams(self):
+        from torch.testing._internal import inductor_utils as up_ind, triton_utils as up_triton
+
+        self._same_flags(up_ind, inductor_utils, ["HAS_TRITON", "HAS_CUDA_AND_TRITON", "HAS_XPU_AND_TRITON", "HAS_GPU",
+                                                  "HAS_GPU_AND_TRITON", "HAS_MPS", "HAS_MULTIGPU"])
+        self.assertEqual(inductor_utils.GPU_TYPE, up_ind.GPU_TYPE)
+        for name in triton_utils.__all__:
+            with self.subTest(name):
+                a, b = self._verdicts([getattr(triton_utils, name), getattr(up_triton, name)])
+                self.assertEqual(a, b)
+
+    def _verdicts(self, decorate_pairs):
+        """Run one test under each (mine, theirs) decorator: the same outcome and reason."""
+        outcomes = []
+        for decorator in decorate_pairs:
+            class T(unittest.TestCase):
+                @decorator
+                def test_x(self):
+                    pass
+            result = unittest.TestResult()
+            T("test_x").run(result)
+            outcomes.append(([why for _, why in result.skipped], len(result.errors + result.failures),
+                             len(result.expectedFailures), len(result.unexpectedSuccesses)))
+        return outcomes
+
+    def test_skips_give_upstreams_verdicts(self):
+        from torch.testing._internal import common_distributed as up_dist, common_utils as up_utils
+
+        pairs = [
+            (common_utils.requires_cuda, up_utils.requires_cuda),
+            (common_utils.xfailIfTorchDynamo, up_utils.xfailIfTorchDynamo),
+            (common_utils.skipIfRocmVersionLessThan((6, 0)), up_utils.skipIfRocmVersionLessThan((6, 0))),
+            (common_utils.runOnRocmArch(common_utils.MI300_ARCH), up_utils.runOnRocmArch(up_utils.MI300_ARCH)),
+            (common_utils.skipIfWindows, up_utils.skipIfWindows),
+            (common_distributed.requires_nccl_version((2, 18), "why"), up_dist.requires_nccl_version((2, 18), "why")),
+            (common_distributed.requires_multicast_support(), up_dist.requires_multicast_support()),
+            (common_distributed.skip_if_rocm_ver_lessthan_multiprocess((6, 0)),
+             up_dist.skip_if_rocm_ver_lessthan_multiprocess((6, 0))),
+            (common_distributed.skip_if_rocm_arch_multiprocess(("gfx942",)),
+             up_dist.skip_if_rocm_arch_multiprocess(("gfx942",))),
+            (common_distributed.requires_mpi(), up_dist.requires_mpi()),
+            (common_distributed.requires_ucc(), up_dist.requires_ucc()),
+            (common_distributed.nccl_skip_if_lt_x_gpu("gloo", 2), up_dist.nccl_skip_if_lt_x_gpu("gloo", 2)),
+            (common_distributed.require_n_gpus_for_nccl_backend(2, "gloo"),
+             up_dist.require_n_gpus_for_nccl_backend(2, "gloo")),
+        ]
+        if hasattr(up_dist, "requires_xccl"):
+            pairs.append((common_distributed.requires_xccl(), up_dist.requires_xccl()))
+        if hasattr(up_dist, "skip_if_rocm_ver_atleast_multiprocess"):  # torch 2.15 on
+            pairs.append((common_distributed.skip_if_rocm_ver_atleast_multiprocess((6, 0)),
+                          up_dist.skip_if_rocm_ver_atleast_multiprocess((6, 0))))
+        for mine, theirs in pairs:
+            with self.subTest(getattr(theirs, "__qualname__", repr(theirs))):
+                a, b = self._verdicts([mine, theirs])
+                self.assertEqual(a, b)
+
+    def test_decorators_do_what_upstreams_do(self):
+        import warnings
+
+        from torch.testing._internal import common_utils as up
+
+        for decorate in (common_utils.suppress_warnings, up.suppress_warnings):
+            @decorate
+            def noisy():
+                warnings.warn("loud")
+                return 1
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                self.assertIsNone(noisy())  # both return nothing
+            self.assertEqual(seen, [])
+        before = torch.__future__.get_swap_module_params_on_conversion()
+        for decorate in (common_utils.wrapSwapTensorsTest, up.wrapSwapTensorsTest):
+            seen = []
+            decorate(True)(lambda: seen.append(torch.__future__.get_swap_module_params_on_conversion()))()
+            decorate(None)(lambda: seen.append(torch.__future__.get_swap_module_params_on_conversion()))()
+            self.assertEqual(seen, [True, before])
+            self.assertEqual(torch.__future__.get_swap_module_params_on_conversion(), before)
+
+    def test_distributed_helpers(self):
+        from torch.testing._internal import common_distributed as up
+
+        for device in ("cpu", "cuda", "xpu", "hpu"):
+            self.assertEqual(common_distributed.requires_ddp_rank(device), up.requires_ddp_rank(device))
+        self.assertEqual((common_distributed.ACCELERATOR_DIST_BACKENDS, bool(common_distributed.HAS_ACCELERATOR),
+                          common_distributed.logger.level),
+                         (up.ACCELERATOR_DIST_BACKENDS, bool(up.HAS_ACCELERATOR), up.logger.level))
+        self.assertEqual(common_distributed.has_efa(), up.has_efa())
+        import resource
+
+        before = resource.getrlimit(resource.RLIMIT_CORE)
+        with common_distributed.core_dumps_disabled():
+            self.assertEqual(resource.getrlimit(resource.RLIMIT_CORE)[0], 0)
+        self.assertEqual(resource.getrlimit(resource.RLIMIT_CORE), before)
+
+        class T(unittest.TestCase):  # the NCCL backend without enough GPUs: the rank skips in upstream's words
+            @common_distributed.nccl_skip_if_lt_x_gpu("nccl", 64)
+            def test_x(self):
+                pass
+        result = unittest.TestResult()
+        T("test_x").run(result)
+        words = "accelerator devices" if common_utils.torch_release() >= (2, 15) else "CUDA devices"
+        self.assertEqual([why for _, why in result.skipped], [f"Need at least 64 {words}"])
+        self.assertEqual(common_distributed.get_timeout("m.T.test_ddp_uneven_inputs"),
+                         up.get_timeout("m.T.test_ddp_uneven_inputs"))
+        self.assertEqual(common_distributed.get_timeout("m.T.test_other"), up.get_timeout("m.T.test_other"))
+        self.assertEqual(common_distributed.sm_is_or_higher_than(torch.device("cpu"), 9, 0),
+                         up.sm_is_or_higher_than(torch.device("cpu"), 9, 0))
+        self.assertEqual(type(common_distributed.create_device()), type(up.create_device()))
+        for cast in (False, True):
+            inputs_mine, inputs_theirs = {}, {}
+            torch.manual_seed(0)
+            mine = common_distributed.SaveForwardInputsModel(inputs_mine, cast)
+            torch.manual_seed(0)
+            theirs = up.SaveForwardInputsModel(inputs_theirs, cast)
+            _same_module(self, theirs, mine)
+            x = torch.randn(2, 100, dtype=torch.float64 if cast else torch.float32)
+            torch.testing.assert_close(mine(x), theirs(x), rtol=0, atol=0)
+            self.assertEqual([(type(m).__name__, t.dtype) for m, t in inputs_mine.items()],
+                             [(type(m).__name__, t.dtype) for m, t in inputs_theirs.items()])
+
+    def test_ddp_error_logged(self):
+        from torch.testing._internal import common_distributed as up
+
+        class Logged:  # what DDP's logging data holds after an error (the helper reads only that)
+            def __init__(self, data):
+                self.data = data
+
+            def _get_ddp_logging_data(self):
+                return self.data
+
+        cases = [({"iteration": 1, "has_error": 1, "error": "bad thing here"}, "bad thing"),
+                 ({"iteration": 1, "has_error": 1, "error": "bad thing"}, "bad thing\nException raised from f at x.cpp"),
+                 ({"iteration": 1, "has_error": 1, "error": "other"}, "bad thing"),
+                 ({"iteration": 1, "error": "bad"}, "bad")]
+        for data, words in cases:
+            verdicts = []
+            for helper in (common_distributed.verify_ddp_error_logged, up.verify_ddp_error_logged):
+                try:
+                    helper(Logged(data), words)
+                    verdicts.append("ok")
+                except AssertionError:
+                    verdicts.append("fails")
+            self.assertEqual(verdicts[0], verdicts[1], (data, words))
+
+    def test_torchcomms_flags_and_group(self):
+        import importlib.util
+
+        from torch.testing._internal import common_distributed as up
+
+        for name in ("GLOO", "XCCL", "NCCL", "RCCL", "NCCLX", "RCCLX"):
+            self.assertEqual(getattr(common_distributed, f"TORCHCOMM_HAS_{name}"),
+                             getattr(up, f"TORCHCOMM_HAS_{name}", False))
+        if importlib.util.find_spec("torchcomms") is None:
+            with self.assertRaisesRegex(RuntimeError, r"setup_torchcomms_pg\('nccl', rank=0\) needs the torchcomms"):
+                common_distributed.setup_torchcomms_pg("nccl", 0, 1, torch.device("cpu"), "/nonexistent", "g")
+
+    def test_sparse_reduce_cases(self):
+        from torch.testing._internal import common_distributed as up
+
+        for rank, world_size, num_inputs in ((0, 2, 1), (1, 2, 1), (2, 3, 2)):
+            mine = common_distributed.simple_sparse_reduce_tests(rank, world_size, num_inputs)
+            theirs = up.simple_sparse_reduce_tests(rank, world_size, num_inputs)
+            self.assertEqual(len(mine), len(theirs))
+            for (ins, outs), (up_ins, up_outs) in zip(mine, theirs):
+                for a, b in zip(ins + outs, up_ins + up_outs, strict=True):
+                    self.assertEqual(a.shape, b.shape)
+                    torch.testing.assert_close(a.to_dense(), b.to_dense(), rtol=0, atol=0)
+
+    def test_transformers_skip(self):
+        import importlib.util
+
+        class T(unittest.TestCase):
+            @common_distributed.import_transformers_or_skip()
+            def test_x(self):
+                pass
+        result = unittest.TestResult()
+        T("test_x").run(result)
+        if importlib.util.find_spec("transformers") is None:  # upstream's rank exits with this code's words
+            from torch.testing._internal.common_distributed import TEST_SKIPS
+            self.assertEqual([why for _, why in result.skipped], [TEST_SKIPS["importerror"].message])
+        else:
+            self.assertTrue(result.wasSuccessful())
+
+    def test_nonuniform_model(self):
+        from torch.testing._internal import common_fsdp as up
+
+        class Group:  # the model reads only the group's rank and size when FSDP does not wrap it
+            def rank(self):
+                return 0
+
+            def size(self):
+                return 2
+        torch.manual_seed(0)
+        theirs = up.NonUniformReqGradNWM.init(Group(), up.FSDPInitMode.NO_FSDP, up.DEVICEInitMode.DEVICE_NEVER,
+                                              deterministic=True)
+        mine = common_fsdp.NonUniformReqGradNWM.init(Group(), common_fsdp.FSDPInitMode.NO_FSDP,
+                                                     common_fsdp.DEVICEInitMode.DEVICE_NEVER, deterministic=True)
+        _same_module(self, theirs, mine)
+        self.assertEqual([(n, p.requires_grad) for n, p in mine.named_parameters()],
+                         [(n, p.requires_grad) for n, p in theirs.named_parameters()])
+        x = torch.randn(4, 8)
+        torch.testing.assert_close(mine(x), theirs(x), rtol=0, atol=0)
+
+    def test_sharded_tensor_op_helpers(self):
+        from torch.testing._internal.distributed._shard.sharded_tensor import _test_ops_common as up
+
+        for dim in (0, 1):
+            self.assertEqual([(s.dim, [str(p) for p in s.placements])
+                              for s in st_ops_common.generate_chunk_sharding_specs_for_test(dim)],
+                             [(s.dim, [str(p) for p in s.placements]) for s in up.generate_chunk_sharding_specs_for_test(dim)])
+        self.assertEqual([[(m.shard_offsets, m.shard_sizes, str(m.placement)) for m in s.shards]
+                          for s in st_ops_common.generate_enumerable_sharding_specs_for_test()],
+                         [[(m.shard_offsets, m.shard_sizes, str(m.placement)) for m in s.shards]
+                          for s in up.generate_enumerable_sharding_specs_for_test()])
+        weight = torch.randn(17, 10)
+        for spec in up.generate_chunk_sharding_specs_for_test(0):
+            for rank in range(4):
+                self.assertEqual(st_ops_common.generate_local_weight_sharding_params_for_test(weight, 0, 4, spec, rank),
+                                 up.generate_local_weight_sharding_params_for_test(weight, 0, 4, spec, rank))
+        linear = torch.nn.Linear(3, 2)
+        mine, theirs = (m.clone_module_parameter(linear, "weight") for m in (st_ops_common, up))
+        self.assertIsInstance(mine, torch.nn.Parameter)
+        self.assertEqual((mine.data_ptr() != linear.weight.data_ptr(), mine.tolist()),
+                         (theirs.data_ptr() != linear.weight.data_ptr(), theirs.tolist()))
+        for op, inplace in (("+", False), ("*", False), ("-", True), ("/", True), ("torch.add", False)):
+            a, b = torch.tensor([6.0, 8.0]), torch.tensor([2.0, 4.0])
+            self.assertEqual(st_ops_common.gen_binary_op_func(op, inplace)(a.clone(), b).tolist(),
+                             up.gen_binary_op_func(op, inplace)(a.clone(), b).tolist(), op)
+
+    def test_fsdp_models_and_state_dicts(self):
+        from torch.testing._internal import common_fsdp as up
+
+        for nest in (False, True):  # outside enable_wrap: no FSDP1 instance is made
+            torch.manual_seed(2)
+            theirs = up.SkipModel(double_nest=nest)
+            torch.manual_seed(2)
+            mine = common_fsdp.SkipModel(double_nest=nest)
+            _same_module(self, theirs, mine)
+            x = torch.randn(3, 10)
+            torch.testing.assert_close(mine(x), theirs(x), rtol=0, atol=0)
+        model = torch.nn.Linear(2, 2)
+        for kwargs in ({}, {"half": True}, {"cpu_offload": True}):
+            a = common_fsdp._get_state_dict(copy_of(model), **kwargs)
+            b = up._get_state_dict(copy_of(model), **kwargs)
+            self.assertEqual({k: (v.dtype, v.device.type) for k, v in a.items()},
+                             {k: (v.dtype, v.device.type) for k, v in b.items()})
+
+    def test_leaked_tensors_found(self):
+        import gc
+        import warnings
+
+        def leak():
+            a = [torch.ones(2)]
+            a.append(a)  # a cycle holding a tensor
+        before = len(gc.garbage)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with common_utils.check_leaked_tensors() as garbage:
+                leak()
+        self.assertEqual(len(garbage), 1)
+        self.assertIn("1 tensors were found in the garbage", str(seen[-1].message))
+        self.assertEqual((gc.get_debug(), len(gc.garbage)), (0, before))  # what it kept to look at, let go
+
+    @nightly("each check collects the whole heap twice (seconds here); CI checks the leak found in "
+             "test_leaked_tensors_found")
+    def test_leaked_tensors_found_as_upstream(self):
+        import gc
+        import warnings
+
+        from torch.testing._internal import common_utils as up
+
+        def leak():
+            a = [torch.ones(2)]
+            a.append(a)  # a cycle holding a tensor
+        counts = []
+        for check in (common_utils.check_leaked_tensors, up.check_leaked_tensors):
+            for body in (leak, lambda: torch.ones(2)):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    with check() as garbage:
+                        body()
+                counts.append(len(garbage))
+                gc.garbage.clear()  # upstream's leaves what it saved there
+        self.assertEqual(counts[:2], counts[2:])
+        self.assertEqual(counts[:2], [1, 0])
+        self.assertEqual(gc.get_debug(), 0)
+
+    def test_cpu_sleep(self):
+        from torch.testing._internal import common_utils as up
+
+        before = getattr(torch.cpu, "_sleep", None)
+        common_utils.device_sleep("cpu", 1000)
+        up.device_sleep("cpu", 1000)
+        self.assertIs(getattr(torch.cpu, "_sleep", None), before)
+
+    def test_fsdp_machine_values_and_small_models(self):
+        from torch.testing._internal import common_fsdp as up
+
+        self.assertEqual((common_fsdp.DEVICE_TYPE, common_fsdp.DISTRIBUTED_BACKEND, common_fsdp.DEVICE_COUNT),
+                         (up.DEVICE_TYPE, up.DISTRIBUTED_BACKEND, up.DEVICE_COUNT))
+        inner = torch.nn.Linear(2, 2)
+        x = torch.randn(3, 2)
+        torch.testing.assert_close(common_fsdp.DummyDDP(inner)(x), up.DummyDDP(inner)(x), rtol=0, atol=0)
+
+        class Group:
+            def rank(self):
+                return 0
+
+            def size(self):
+                return 1
+        for cls in (common_fsdp.AlwaysWrapNestedWrappedModule, up.AlwaysWrapNestedWrappedModule):
+            torch.manual_seed(0)
+            model = cls.init(Group(), up.FSDPInitMode.NO_FSDP if cls is up.AlwaysWrapNestedWrappedModule
+                             else common_fsdp.FSDPInitMode.NO_FSDP,
+                             up.DEVICEInitMode.DEVICE_NEVER if cls is up.AlwaysWrapNestedWrappedModule
+                             else common_fsdp.DEVICEInitMode.DEVICE_NEVER, deterministic=True)
+            if cls is up.AlwaysWrapNestedWrappedModule:
+                _same_module(self, model, mine)
+            else:
+                mine = model
+
+    def test_fsdp_delay_and_expert_models(self):
+        from torch.testing._internal import common_fsdp as up
+
+        class Group:
+            def rank(self):
+                return 0
+
+            def size(self):
+                return 1
+        for m in (common_fsdp, up):
+            torch.manual_seed(0)
+            models = [m.MixtureOfExperts.init(Group(), m.FSDPInitMode.NO_FSDP, m.DEVICEInitMode.DEVICE_NEVER,
+                                              deterministic=True),
+                      m.NestedWrappedModuleWithDelay.init(Group(), m.FSDPInitMode.NO_FSDP,
+                                                          m.DEVICEInitMode.DEVICE_NEVER, deterministic=True,
+                                                          delay_after_loss_ms=1)]
+            if m is common_fsdp:
+                mine = models
+            else:
+                theirs = models
+        for a, b in zip(mine, theirs):
+            _same_module(self, b, a)
+        x = torch.randn(4, 8)
+        torch.testing.assert_close(mine[0](x), theirs[0](x), rtol=0, atol=0)
+        self.assertEqual(mine[0].num_expert_params, theirs[0].num_expert_params)
+        self.assertEqual([hasattr(p, "expert") for p in mine[0].parameters()],
+                         [hasattr(p, "expert") for p in theirs[0].parameters()])
+        inp = mine[1].get_input("cpu")
+        torch.testing.assert_close(mine[1].get_loss(inp, mine[1](*inp)), theirs[1].get_loss(inp, theirs[1](*inp)),
+                                   rtol=0, atol=0)
+
+    def test_fsdp_helpers(self):
+        from torch.testing._internal import common_fsdp as up
+
+        mapping = {"True": "on", "False": "off", "1": "one"}
+        for args in ((True, None, 1), (False,), ()):
+            self.assertEqual(common_fsdp.subtest_name(mapping, *args), up.subtest_name(mapping, *args))
+        for pg in (common_fsdp.DummyProcessGroup(1, 4), up.DummyProcessGroup(1, 4)):
+            self.assertEqual((pg.rank(), pg.size(), pg.allreduce(torch.ones(1)).get_future().wait()), (1, 4, 1))
+
+    def test_dtensor_helpers(self):
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.testing._internal.distributed._tensor import common_dtensor as up
+
+        torch.manual_seed(0)
+        theirs = up.RMSNormPython(6)
+        mine = common_dtensor.RMSNormPython(6)
+        _same_module(self, theirs, mine)
+        x = torch.randn(3, 6)
+        torch.testing.assert_close(mine(x), theirs(x), rtol=0, atol=0)
+        self.assertEqual(common_dtensor.map_local_tensor_for_rank(x, 2, lambda t, r: t * r).sum(),
+                         up.map_local_tensor_for_rank(x, 2, lambda t, r: t * r).sum())
+
+        class Mesh:  # generate_shard_orders reads only the mesh's ndim
+            def __init__(self, ndim):
+                self.ndim = ndim
+        for ndim, rank in ((1, 1), (2, 2), (3, 2), (2, 3)):
+            with self.subTest(ndim=ndim, tensor_rank=rank):
+                self.assertEqual(list(common_dtensor.generate_shard_orders(Mesh(ndim), rank)),
+                                 list(up.generate_shard_orders(Mesh(ndim), rank)))
+        self.assertTrue(issubclass(common_dtensor.LocalDTensorOpTestBase, common_dtensor.LocalDTensorTestBase))
+        seen = []
+
+        class ctx:  # a context manager that is not callable (contextlib's are: they decorate too)
+            def __init__(self, label):
+                self.label = label
+
+            def __enter__(self):
+                seen.append(f"enter {self.label}")
+
+            def __exit__(self, *exc):
+                seen.append(f"exit {self.label}")
+        for m in (common_dtensor, up):
+            wrapped = m.make_wrapped(lambda self: seen.append(f"body {self}"), [ctx("a"), lambda self: ctx(self)])
+            self.assertEqual(wrapped("t"), None)
+        self.assertEqual(seen[:5], seen[5:])
+        self.assertEqual(seen[:5], ["enter a", "enter t", "body t", "exit t", "exit a"])
+        self.assertIsNotNone(DeviceMesh)
 
 
 class TestDeviceTypes(unittest.TestCase):
@@ -456,8 +912,134 @@ class TestFSDP2Patches(unittest.TestCase):
         self.assertIsInstance(wrapped, FullyShardedDataParallel)
 
 
+def copy_of(module):
+    import copy
+
+    return copy.deepcopy(module)
+
+
+class TestOnOneRank(_OneRank):
+    """The helpers that need a process group, in a one-rank gloo group."""
+
+    def test_broadcast_state_dict(self):
+        from torch.testing._internal import common_fsdp as up
+
+        state = {"w": torch.arange(4.0), "b": torch.ones(2)}
+        mine = common_fsdp._broadcast_state_dict(0, dict(state))
+        theirs = up._broadcast_state_dict(0, dict(state))
+        self.assertEqual(list(mine), list(theirs))
+        for key in state:
+            torch.testing.assert_close(mine[key].cpu(), theirs[key].cpu(), rtol=0, atol=0)
+
+    def test_compiled_fsdp_test_runs_eager_then_compiled_and_puts_back(self):
+        from torch.distributed.fsdp import fully_shard
+        from torch.utils._triton import has_triton
+
+        seen = []
+
+        def body():  # the module's global fully_shard: the real one, then the compiling one
+            seen.append(globals()["fully_shard"] is fully_shard)
+        globals()["fully_shard"] = fully_shard
+        try:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                common_fsdp.compiled_fsdp_test()(body)()
+            self.assertIs(globals()["fully_shard"], fully_shard)
+        finally:
+            globals().pop("fully_shard", None)
+        self.assertEqual(seen, [True, False] if has_triton() else [True])
+
+
+class TestShardingRuleHelpers(_OneRank):
+    """DTensor's sharding-rule helpers give upstream's verdicts, on a one-rank CPU mesh."""
+
+    def test_same_verdicts(self):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Partial, Replicate, Shard
+        from torch.testing._internal.distributed._tensor import common_dtensor as up
+
+        mesh = init_device_mesh("cpu", (1,))
+        a, b = torch.randn(4, 3), torch.randn(4, 3)
+        ints = torch.arange(4)
+        cases = [(torch.add, (a, b), {}, [Shard(0), Shard(0)], [Shard(0)]),
+                 (torch.mul, (a, b), {}, [Replicate(), Replicate()], [Replicate()]),
+                 (torch.sum, (a,), {}, [Shard(0)], [Partial()]),
+                 (torch.neg, (ints,), {}, [Replicate()], [Replicate()])]
+        for op, args, kwargs, ins, outs in cases:
+            with self.subTest(op.__name__):
+                self.assertEqual(common_dtensor.validate_sharding_rule_sample(op, args, kwargs, ins, outs, mesh),
+                                 up.validate_sharding_rule_sample(op, args, kwargs, ins, outs, mesh))
+                if hasattr(up, "validate_sharding_rule_sample_backward"):
+                    self.assertEqual(
+                        common_dtensor.validate_sharding_rule_sample_backward(op, args, kwargs, ins, mesh),
+                        up.validate_sharding_rule_sample_backward(op, args, kwargs, ins, mesh))
+        self.assertIsNone(common_dtensor.validate_sharding_rule_sample_backward(torch.neg, (ints,), {},
+                                                                                 [Replicate()], mesh))
+
+    def test_op_strategy_context_puts_the_strategy_back(self):
+        from torch.distributed.tensor import DTensor
+
+        propagator = DTensor._op_dispatcher.sharding_propagator
+        op = torch.ops.aten.add.Tensor
+        before = (propagator.op_strategy_funcs.get(op), propagator.op_to_schema_info.get(op))
+
+        def mine(op_schema):
+            raise AssertionError("not called here")
+        with common_dtensor.op_strategy_context(op, mine):
+            self.assertIsNot(propagator.op_strategy_funcs.get(op), before[0])
+            self.assertIsNotNone(propagator.op_strategy_funcs.get(op))
+        self.assertEqual((propagator.op_strategy_funcs.get(op), propagator.op_to_schema_info.get(op)), before)
+
+
+class TestExperts(_OneRank):
+    """The mixture-of-experts models draw upstream's weights and outputs; sharded by each expert style on a one-rank
+    CPU mesh they give the unsharded output, as upstream's styles do."""
+
+    def test_models_and_styles(self):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Shard
+        from torch.distributed.tensor.parallel import parallelize_module
+        from torch.testing._internal.distributed._tensor import common_dtensor as up
+
+        if not hasattr(up, "ExpertLayer"):
+            self.skipTest("this torch's common_dtensor has no expert models (torch 2.13 on)")
+        x = torch.randn(2, 3, 8)
+        torch.manual_seed(0)
+        theirs = up.ExpertLayer(4, 8, 16)
+        torch.manual_seed(0)
+        mine = common_dtensor.ExpertLayer(4, 8, 16)
+        _same_module(self, theirs, mine)
+        expected = theirs(x)
+        torch.testing.assert_close(mine(x), expected, rtol=0, atol=0)
+        mesh = init_device_mesh("cpu", (1,))
+        mesh_2d = init_device_mesh("cpu", (1, 1), mesh_dim_names=("ep", "tp"))
+        for name, style, target in (
+                ("tp", lambda m: m.TensorParallelForExpert(), "experts"),
+                ("tp-seq", lambda m: m.TensorParallelForExpert(input_layouts=Shard(0), output_layouts=Shard(0)),
+                 "experts"),
+                ("ep", lambda m: m.ExpertParallel(), "experts")):
+            with self.subTest(name):
+                outputs = []
+                for m in (common_dtensor, up):
+                    model = copy_of(mine)
+                    parallelize_module(model, mesh, {target: style(m)})
+                    outputs.append(model(x))
+                torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=0)
+                torch.testing.assert_close(outputs[0], expected, rtol=1e-6, atol=1e-6)
+        outputs = []
+        for m in (common_dtensor, up):
+            model = copy_of(mine)
+            m.ExpertParallelWithTP(mesh_2d["ep"], mesh_2d["tp"])._apply(model, mesh_2d)
+            outputs.append(model(x))
+        torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=0)
+
+
 class TestVerifyStateDict(_OneRank):
-    """The mixin passes and fails where upstream's does, on the same state dicts."""
+    """The mixin passes and fails where upstream's does, on the same state dicts. The sharded model lives on a
+    CPU mesh: ``fully_shard``'s default mesh is the accelerator's where there is one, and the full state dict it
+    is compared with stays on CPU (a GPU machine would compare cuda:0 against cpu)."""
 
     def _classes(self):
         from torch.testing._internal.distributed.common_state_dict import VerifyStateDictMixin as Theirs
@@ -467,6 +1049,7 @@ class TestVerifyStateDict(_OneRank):
 
     def test_same_verdicts(self):
         from torch.distributed.checkpoint.state_dict import get_state_dict
+        from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
         torch.manual_seed(0)
@@ -476,11 +1059,12 @@ class TestVerifyStateDict(_OneRank):
         optim.step()
         import copy
         dist_model = copy.deepcopy(model)
-        fully_shard(dist_model)
+        fully_shard(dist_model, mesh=init_device_mesh("cpu", (1,)))
         dist_optim = torch.optim.Adam(dist_model.parameters())
         dist_model(torch.randn(3, 4)).sum().backward()
         msd, osd = model.state_dict(), optim.state_dict()
         dist_msd, dist_osd = get_state_dict(dist_model, optimizers=dist_optim)
+        self.assertEqual({v.device.type for v in dist_msd.values()}, {"cpu"})
         wrong = {k: v + 1 for k, v in msd.items()}
         for cls in self._classes():
             with self.subTest(cls.__name__):

@@ -1,0 +1,70 @@
+"""``torch.testing._internal.inductor_utils`` as distributed test files use it: which GPU inductor compiles for
+(``GPU_TYPE``), whether it can (``HAS_GPU``: a GPU and triton), and the skips that read them."""
+from __future__ import annotations
+
+import functools
+import unittest
+
+import torch
+
+from harness.upstream_modules.common_utils import LazyVal
+
+__all__ = ["HAS_TRITON", "HAS_CUDA_AND_TRITON", "HAS_XPU_AND_TRITON", "HAS_GPU", "HAS_GPU_AND_TRITON", "HAS_MPS",
+           "HAS_CPU", "HAS_MULTIGPU", "GPU_TYPE", "GPU_TYPES", "requires_gpu", "requires_triton"]
+
+#: the device types inductor compiles for with triton, in torch's order
+GPU_TYPES = ("cuda", "mps", "xpu", "mtia")
+
+
+def _available(kind: str) -> bool:
+    module = getattr(torch, kind, None)
+    return bool(module is not None and hasattr(module, "is_available") and module.is_available())
+
+
+def _triton() -> bool:
+    from torch.utils._triton import has_triton
+
+    return has_triton()
+
+
+HAS_TRITON: bool = _triton()
+HAS_CUDA_AND_TRITON: bool = torch.cuda.is_available() and HAS_TRITON
+HAS_XPU_AND_TRITON: bool = _available("xpu") and HAS_TRITON
+HAS_MPS: bool = _available("mps")
+#: a GPU inductor can compile for with triton (CUDA, XPU or MTIA)
+HAS_GPU: bool = HAS_CUDA_AND_TRITON or HAS_XPU_AND_TRITON or (_available("mtia") and HAS_TRITON)
+HAS_GPU_AND_TRITON: bool = HAS_GPU
+
+
+def _gpu_type() -> str:
+    found = [kind for kind in GPU_TYPES if _available(kind)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        return "cuda"  # upstream's default: tests build "cuda" tensors and skip on HAS_GPU
+    current = torch.accelerator.current_accelerator()
+    return current.type if current is not None and current.type in found else found[0]
+
+
+#: the GPU's device type ("cuda", "xpu", ...): "cuda" where there is none
+GPU_TYPE: str = _gpu_type()
+HAS_MULTIGPU: bool = any(_available(kind) and getattr(torch, kind).device_count() >= 2
+                         for kind in ("cuda", "xpu", "mtia"))
+
+
+def _compiles_cpp() -> bool:
+    """Whether inductor's C++ backend works here (a compiler it can call): asked when a test first reads it."""
+    from torch._inductor.codecache import CppCodeCache
+
+    try:
+        CppCodeCache.load("")
+        return True
+    except Exception:  # noqa: BLE001 - no compiler, or one inductor rejects: no CPU backend either way
+        return False
+
+
+HAS_CPU = LazyVal(_compiles_cpp)
+
+#: skip a test without a GPU (or an Apple GPU), or without triton
+requires_gpu = functools.partial(unittest.skipIf, not (HAS_GPU or HAS_MPS), "requires gpu")
+requires_triton = functools.partial(unittest.skipIf, not HAS_TRITON, "requires triton")
