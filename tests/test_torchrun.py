@@ -142,6 +142,7 @@ class TestStandalone(TorchrunCase):
                       '[0, 1] (name "1"): its last was #1', text)
         self.assertNothingLeft()
 
+    @nightly("TestDesyncUnderTorchrun: rank 0 decides from the ranks' recorders that they can never meet and reports where they part")
     def test_collectives_section_in_rank_0s_report_of_a_hang(self):
         text = self.collectives_job("test_b_different_ops")
         # rank 0's watchdog reports both ranks' last collectives, before the stacks; both ranks are blocked in
@@ -198,6 +199,7 @@ class TestStandalone(TorchrunCase):
         self.assertNotIn("timed out", text)
         self.assertNothingLeft()
 
+    @nightly("the same rule in a pool by tests.compat.test_compat_teardown_order; the job's wait for every body by test_subtest_failing_while_peer_in_collective_ends_within_the_peer_grace")
     def test_no_teardown_before_every_rank_ended_the_body(self):
         # tests/compat/cx_teardown_order.py: a FileStore on self.file_name removed in tearDown, and probes that look
         # for a peer's tearDown or cleanup marker, each rank a torchrun process
@@ -269,6 +271,7 @@ class TestPeerLeftUnderTorchrun(TorchrunCase):
         self.assertIn("ending the job (a rank left inside a collective that a peer never joins cannot run another "
                       "test)", text)
 
+    @nightly("the same rule with rank 0 left waiting (test_rank_0_left_waiting_ends_the_job_and_a_slow_peer_passes)")
     def test_rank_1_left_waiting_skips_the_rest_saying_why(self):
         text = self.job(0, "TestAPeerLeft", "TestBSlowPeer")
         self.assertPeerLeft(text, 0)
