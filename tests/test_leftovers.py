@@ -110,6 +110,7 @@ class TestNothingLeftBehind(unittest.TestCase):
     def test_plain_unittest(self):
         self._check(self._start(["unittest", QUICK]), 0)
 
+    @nightly("a pytest run leaves nothing: tests.test_pytest_plugin.TestFailureUnderPytest.test_nothing_left_behind")
     def test_pytest_plugin(self):
         path = SLOW.replace(".", "/") + ".py::TestAFirst"
         self._check(self._start(["pytest", *PYTEST_PLUGIN, path, "-q", "-p", "no:cacheprovider"]), 0)

@@ -96,6 +96,8 @@ class TestParentKilled(unittest.TestCase):
             end_run(proc, token, tmpdir)
 
 
+@nightly("unittest's discovery by tests.unit.test_suite_layout; the fixtures are named fx_* and cx_*, which "
+         "setup.cfg's python_files (test_*.py) never matches")
 class TestSuiteCollection(unittest.TestCase):
     """The fixture modules are not tests of this suite for pytest (for unittest: tests/unit/test_suite_layout.py)."""
 

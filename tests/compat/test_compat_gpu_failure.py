@@ -3,7 +3,7 @@
 timeout: tests/compat/cx_gpu_failure.py."""
 import unittest
 
-from tests._support import FixtureTestCase
+from tests._support import FixtureTestCase, nightly
 
 TRIED = "tried on CPU for want of them"
 
@@ -35,6 +35,8 @@ class TestGpuWrittenFailure(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("the strict rule (HARNESS_DEVICE=cpu: a failure, not a skip) by tests.compat.test_compat_gpu_tried_on_cpu."
+         "TestStrictUnderDeviceCpu and tests.unit.test_verdict")
 class TestGpuWrittenFailureUnderDeviceCpu(FixtureTestCase):
     """HARNESS_DEVICE=cpu: they are failures, and a rank that fails then waits in a cleanup costs the grace."""
 

@@ -1,7 +1,7 @@
 """Tests that hard-code CUDA are skipped as "needs CUDA" on a CPU fallback: tests/compat/cx_needs_cuda.py."""
 import unittest
 
-from tests._support import FixtureTestCase, fixture_line
+from tests._support import FixtureTestCase, fixture_line, nightly
 
 MOD = "tests.compat.cx_needs_cuda"
 # What .cuda() and pin_memory() say with no GPU to see: a CPU build (AssertionError: Torch not compiled with
@@ -58,6 +58,8 @@ class TestNeedsCudaSkipped(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("the strict rule (HARNESS_DEVICE=cpu: a failure, not a skip) by tests.compat.test_compat_gpu_tried_on_cpu."
+         "TestStrictUnderDeviceCpu and tests.unit.test_verdict")
 class TestNeedsCudaUnderDeviceCpu(FixtureTestCase):
     """HARNESS_DEVICE=cpu asked for CPU on purpose: what fails is reported as failing."""
 
