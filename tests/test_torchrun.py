@@ -90,7 +90,8 @@ class TestStandalone(TorchrunCase):
     def test_rank0_reports_for_every_rank(self):
         # The module's own __main__ (harness.run_tests): under torchrun rank 0 alone prints.
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT,
-                            "-v", "TestLaunched", "TestNeedsFour", "TestNeedsARestart"], _env(self.tmpdir))
+                            "-v", "TestLaunched", "TestNeedsFour", "TestNeedsARestart", "TestFirstFailure"],
+                           _env(self.tmpdir))
         text = out.stdout + out.stderr
         self.assertNotEqual(out.returncode, 0, text)  # one test fails on rank 1
         # Rank 0 alone prints the report: each test appears once.
@@ -113,7 +114,13 @@ class TestStandalone(TorchrunCase):
         # a kill with no torchrun restart left would end the job, and every test after it with it: skipped, saying so
         self.assertIn("kill(rank=1, op='all_reduce', nth=1) would end this torchrun job, which has no restart left "
                       "(--max-restarts 0, attempt 0); run torchrun with --max-restarts 1", text)
-        self.assertRegex(text, r"Ran 6 tests .*\n\nFAILED \(failures=1, skipped=2\)")
+        # Each rank's failure takes its place in the order through the store (RankResult.arrived), as a pool's
+        # parent stamps them: rank 1 failed 2 s before rank 0, so it comes first, though its number is higher.
+        self.assertRegex(text, r"TestFirstFailure\.test_rank_1_fails_first \[rank 1/2\] failed on \S+: "
+                               r"AssertionError: FIRST on rank 1")
+        self.assertIn(f'{FX}.py", line {fixture_line(FX, "FIRST-FAILURE")}', text)
+        self.assertIn("rank 0: AssertionError: LATER on rank 0", text)
+        self.assertRegex(text, r"Ran 7 tests .*\n\nFAILED \(failures=2, skipped=2\)")
         self.assertNothingLeft()
 
     def test_hang_ends_the_job_with_stacks(self):
@@ -172,19 +179,6 @@ class TestStandalone(TorchrunCase):
         # the combination before it ran on both ranks, and none after it
         self.assertEqual(sorted(re.findall(r"\[rank (\d)\] STEP rank=\d step=(\d)", text)), [("0", "1"), ("1", "1")],
                          text)
-        self.assertNothingLeft()
-
-    def test_the_rank_that_failed_first_is_the_root_cause(self):
-        # Each rank's failure takes its place in the order through the store (RankResult.arrived), as a pool's
-        # parent stamps them: rank 1 failed 2 s before rank 0, so it comes first, though its number is higher.
-        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "-v", "TestFirstFailure"],
-                           _env(self.tmpdir))
-        text = out.stdout + out.stderr
-        self.assertNotEqual(out.returncode, 0, text)
-        self.assertRegex(text, r"TestFirstFailure\.test_rank_1_fails_first \[rank 1/2\] failed on \S+: "
-                               r"AssertionError: FIRST on rank 1")
-        self.assertIn(f'{FX}.py", line {fixture_line(FX, "FIRST-FAILURE")}', text)
-        self.assertIn("rank 0: AssertionError: LATER on rank 0", text)
         self.assertNothingLeft()
 
     def test_ranks_that_ran_different_combinations_are_stopped_as_in_a_pool(self):
