@@ -1,13 +1,15 @@
 """``torch.testing._internal.common_device_type`` as distributed test files use it: one class per device type
 the machine has, made from a device-generic test class (``TestFoo`` -> ``TestFooCPU``, ``TestFooCUDA``, tests
 ``test_x_cpu``, ``test_x_cuda_float32``), on any of the harness's classes, composing with ``parametrize``; and
-the decorators that read the device type (``onlyCPU``, ``onlyCUDA``, ``dtypes``, ``skipCUDAIf``, ...)."""
+the decorators that read the device type (``onlyCPU``, ``onlyCUDA``, ``dtypes``, ``skipCUDAIf``, ...); ``ops``,
+which makes one test per OpInfo and dtype (OpInfos from upstream's ``op_db``, which stays an upstream import)."""
 from __future__ import annotations
 
 import copy
 import functools
 import inspect
 import os
+import enum
 import unittest
 from typing import Any, Callable, Iterable, Iterator
 
@@ -21,7 +23,7 @@ __all__ = ["instantiate_device_type_tests", "DeviceTypeTestBase", "CPUTestBase",
            "onlyOn", "onlyCPU", "onlyCUDA", "onlyXPU", "onlyHPU", "onlyMPS", "onlyAccelerator",
            "onlyNativeDeviceTypes", "skipIf", "skipCPUIf", "skipCUDAIf", "skipXPUIf", "skipHPUIf", "skipMPSIf",
            "skipGPUIf", "skipMeta", "dtypes", "dtypesIfCPU", "dtypesIfCUDA", "dtypesIfXPU", "dtypesIfHPU",
-           "dtypesIfMPS", "deviceCountAtLeast", "e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"]
+           "dtypesIfMPS", "deviceCountAtLeast", "ops", "OpDTypes", "ANY_DTYPE_ORDER", "e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"]
 
 #: upstream's environment variables that narrow the device types (comma-separated device types)
 ONLY_FOR_VAR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
@@ -441,3 +443,131 @@ e4m3_type, e5m2_type = ((torch.float8_e4m3fnuz, torch.float8_e5m2fnuz) if _fnuz(
                         else (torch.float8_e4m3fn, torch.float8_e5m2))
 E4M3_MAX_POS: float = torch.finfo(e4m3_type).max
 E5M2_MAX_POS: float = torch.finfo(e5m2_type).max
+
+
+# ---- OpInfo tests: one test per op and dtype ---------------------------------------------------------------
+
+class OpDTypes(enum.Enum):
+    """Which dtypes ``@ops`` makes tests for, per op and device type (upstream's values)."""
+
+    supported = 0  # every dtype the op supports (the default)
+    unsupported = 1  # every dtype it does not
+    supported_backward = 2  # every dtype its backward supports
+    unsupported_backward = 3  # every dtype its backward does not
+    any_one = 4  # one supported dtype, forward and backward where one is (the first of ANY_DTYPE_ORDER)
+    none = 5  # no dtype: one test per op, with no ``dtype`` argument
+    any_common_cpu_cuda_one = 6  # one dtype the op supports on both CPU and CUDA
+
+
+#: the order ``OpDTypes.any_one`` picks its one dtype in
+ANY_DTYPE_ORDER = (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.float16, torch.bfloat16,
+                   torch.long, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.float8_e4m3fn,
+                   torch.float8_e5m2)
+#: the dtypes ``unsupported`` counts from: the integer, floating, bool and complex ones (no complex32, no qint)
+_ALL_DTYPES = frozenset({torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float32,
+                         torch.float64, torch.float16, torch.bfloat16, torch.bool, torch.complex64, torch.complex128})
+
+
+def _first(order: Iterable[Any], among: set[Any]) -> set[Any]:
+    return next(({d} for d in order if d in among), set())
+
+
+class ops:
+    """Make one test per OpInfo of ``op_list`` and per dtype, under :func:`instantiate_device_type_tests`: the test
+    gets ``op`` and ``dtype`` and is named as upstream's, ``test_x_<op>_<device>_<dtype>`` (``test_add_cpu_float32``;
+    the op's name with its variant, ``nn_functional_relu``). ``dtypes`` picks the dtypes per op and device type (an
+    :class:`OpDTypes`, or a list of dtypes for every op); ``allowed_dtypes`` narrows them. Each test takes the
+    decorations the OpInfo lists for it (its skips and expected failures for this class, test, device and dtype).
+    A class's ``op_allowlist`` (OpInfo full names) keeps only those ops.
+
+    Example::
+
+        from torch.testing._internal.common_methods_invocations import op_db   # upstream's data stays
+
+        class TestOps(DTensorTestBase):
+            @with_comms
+            @ops([op for op in op_db if op.name in ("add", "mul")], allowed_dtypes=(torch.float32,))
+            def test_op(self, device, dtype, op):
+                for sample in op.sample_inputs(device, dtype):
+                    ...
+        instantiate_device_type_tests(TestOps, globals(), only_for="cpu")   # test_op_add_cpu_float32, ...
+    """
+
+    def __init__(self, op_list: Iterable[Any], *, dtypes: OpDTypes | Iterable[torch.dtype] = OpDTypes.supported,
+                 allowed_dtypes: Iterable[torch.dtype] | None = None, skip_if_dynamo: bool = True) -> None:
+        self.op_list = list(op_list)
+        if not isinstance(dtypes, OpDTypes):
+            dtypes = list(dtypes)
+            if not all(isinstance(d, torch.dtype) for d in dtypes):
+                raise TypeError(f"@ops(dtypes={dtypes!r}): give an OpDTypes or a list of torch dtypes")
+        self.opinfo_dtypes = dtypes
+        self.allowed_dtypes = None if allowed_dtypes is None else set(allowed_dtypes)
+        self.skip_if_dynamo = skip_if_dynamo
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        previous = getattr(fn, "parametrize_fn", None)
+        fn.parametrize_fn = (self._parametrize_test if previous is None  # type: ignore[attr-defined]
+                             else _compose(previous, self._parametrize_test))
+        return fn
+
+    def _dtypes(self, op: Any, device_type: str) -> set[Any]:
+        how = self.opinfo_dtypes
+        if isinstance(how, list):
+            return set(how)
+        if how is OpDTypes.supported:
+            return set(op.supported_dtypes(device_type))
+        if how is OpDTypes.unsupported:
+            return set(_ALL_DTYPES) - set(op.supported_dtypes(device_type))
+        if how is OpDTypes.supported_backward:
+            return set(op.supported_backward_dtypes(device_type))
+        if how is OpDTypes.unsupported_backward:
+            return set(_ALL_DTYPES) - set(op.supported_backward_dtypes(device_type))
+        if how is OpDTypes.any_one:
+            forward = set(op.supported_dtypes(device_type))
+            both = forward & set(op.supported_backward_dtypes(device_type))
+            return _first(ANY_DTYPE_ORDER, both or forward)
+        if how is OpDTypes.any_common_cpu_cuda_one:
+            return _first(ANY_DTYPE_ORDER, set(op.dtypes) & set(op.dtypesIfCUDA))
+        return {None}  # OpDTypes.none
+
+    def _parametrize_test(self, test: Callable[..., Any], generic_cls: Any = None,
+                          device_cls: Any = None) -> Iterator[Any]:
+        if device_cls is None:
+            raise RuntimeError("The @ops decorator is only intended to be used in a device-specific context; use it "
+                               "with instantiate_device_type_tests() instead of instantiate_parametrized_tests()")
+        if getattr(device_cls, "op_overrides", None):
+            raise NotImplementedError(f"{generic_cls.__name__}.op_overrides: not supported here; decorate the "
+                                      "OpInfos (their decorators) or the test instead")
+        op_list = self.op_list
+        allow = getattr(device_cls, "op_allowlist", None)
+        if allow is not None:
+            op_list = [op for op in op_list if op.full_name in set(allow)]
+        if not op_list:
+            raise ValueError(f"@ops on {test.__name__}: an empty list of OpInfos (every op filtered out?)")
+        kind = device_cls.device_type
+        for op in op_list:
+            dtypes = self._dtypes(op, kind)
+            if self.allowed_dtypes is not None:
+                dtypes &= self.allowed_dtypes
+            for dtype in dtypes:
+                params: dict[str, Any] = {"op": op}
+                if isinstance(dtype, (list, tuple)):
+                    params["dtypes"] = dtype
+                elif dtype is not None:
+                    params["dtype"] = dtype
+                yield self._wrapped(test), op.formatted_name, params, functools.partial(
+                    op.get_decorators, generic_cls.__name__, test.__name__, kind, dtype)
+
+    def _wrapped(self, test: Callable[..., Any]) -> Callable[..., Any]:
+        """The test for one op and dtype: the op's own decorators go on this copy, not on the test."""
+        @functools.wraps(test)
+        def one_op(*args: Any, **kwargs: Any) -> Any:
+            return test(*args, **kwargs)
+
+        one_op.__dict__.pop("parametrize_fn", None)
+        if self.skip_if_dynamo:
+            from harness.upstream_modules.common_utils import TEST_WITH_TORCHINDUCTOR, skipIfTorchDynamo
+
+            if not TEST_WITH_TORCHINDUCTOR:
+                one_op = skipIfTorchDynamo("Policy: we don't run OpInfo tests w/ Dynamo")(one_op)
+        return one_op
