@@ -14,7 +14,7 @@ from harness.upstream_modules import (common_cuda, common_device_type, common_di
                                       common_dtensor, common_fsdp, common_state_dict, common_utils, distributed_utils,
                                       inductor_utils, logging_utils, st_common, st_ops_common, triton_utils,
                                       two_tensor)
-from tests._support import nightly
+from tests._support import base_env, nightly, run_fixture
 
 
 def _same_module(test: unittest.TestCase, theirs: torch.nn.Module, mine: torch.nn.Module) -> None:
@@ -1407,3 +1407,18 @@ class TestCheckpointExtras(unittest.TestCase):
             seen.append((target.level, len(result.errors)))
         self.assertEqual(seen[:2], seen[2:])
         self.assertEqual(seen[:2], [logging.DEBUG, (logging.WARNING, 1)])
+
+
+@nightly("imports upstream's op_db on each of 2 ranks (about 10 s); CI checks @ops' names and runs its tests in "
+         "TestDeviceTypes, and DTensorConverter's yields and values against upstream's in TestDTensorConverter*")
+class TestOpInfoSuiteOnRanks(unittest.TestCase):
+    """An OpInfo DTensor suite as PyTorch writes it (tests/fixtures/fx_opinfo.py) runs on real ranks under the
+    harness: @ops' tests with upstream's names, DTensorConverter's DTensors giving the plain tensors' results."""
+
+    def test_runs_and_passes(self):
+        r = run_fixture(["tests/fixtures/fx_opinfo.py"], base_env(), runner="harness")
+        self.assertEqual(r.returncode, 0, r.describe())
+        for name in ("test_op_add_cpu_float32", "test_op_mul_cpu_float32", "test_named_add_cpu", "test_named_mul_cpu"):
+            self.assertIn(name, r.output, r.describe())
+        self.assertIn("4 passed, 0 failed, 0 skipped", r.output, r.describe())
+        self.assertEqual(r.leftover_processes, {})
