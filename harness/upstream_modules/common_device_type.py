@@ -11,7 +11,7 @@ import inspect
 import os
 import enum
 import unittest
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 import torch
 
@@ -23,7 +23,8 @@ __all__ = ["instantiate_device_type_tests", "DeviceTypeTestBase", "CPUTestBase",
            "onlyOn", "onlyCPU", "onlyCUDA", "onlyXPU", "onlyHPU", "onlyMPS", "onlyAccelerator",
            "onlyNativeDeviceTypes", "skipIf", "skipCPUIf", "skipCUDAIf", "skipXPUIf", "skipHPUIf", "skipMPSIf",
            "skipGPUIf", "skipMeta", "dtypes", "dtypesIfCPU", "dtypesIfCUDA", "dtypesIfXPU", "dtypesIfHPU",
-           "dtypesIfMPS", "deviceCountAtLeast", "ops", "OpDTypes", "ANY_DTYPE_ORDER", "e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"]
+           "dtypesIfMPS", "deviceCountAtLeast", "ops", "OpDTypes", "ANY_DTYPE_ORDER",
+           "precisionOverride", "toleranceOverride", "tol", "e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"]
 
 #: upstream's environment variables that narrow the device types (comma-separated device types)
 ONLY_FOR_VAR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
@@ -179,6 +180,7 @@ def _device_test(test: Callable[..., Any], params: dict[str, Any], name: str) ->
     @functools.wraps(test)
     def instantiated(self: Any) -> Any:
         kwargs = dict(params)
+        _tolerances_for(self, test, params.get("dtypes", params.get("dtype")))
         if "device" in wants or "devices" in wants:
             # where the test runs (the rank, on the rank's own GPU), not where the class was made
             if multi:
@@ -192,6 +194,20 @@ def _device_test(test: Callable[..., Any], params: dict[str, Any], name: str) ->
     instantiated.__qualname__ = name
     setattr(instantiated, PARAMS_ATTR, dict(params))
     return instantiated
+
+
+def _tolerances_for(test_case: Any, test: Callable[..., Any], dtype: Any) -> None:
+    """Upstream's per-dtype tolerances: ``precisionOverride``/``toleranceOverride`` (an OpInfo's decorations among
+    them) leave tables on the test; the test's ``precision`` and ``rel_tol`` (the floors of its ``assertEqual``)
+    take the dtype's entry."""
+    if not dtype or not hasattr(test_case, "precision"):
+        return
+    precisions = getattr(test, "precision_overrides", None)
+    if precisions is not None:
+        test_case.precision = precisions.get(dtype, test_case.precision)
+    tolerances = getattr(test, "tolerance_overrides", None)
+    if tolerances is not None and dtype in tolerances:
+        test_case.precision, test_case.rel_tol = tolerances[dtype]
 
 
 def _cpu_backend_for(generic_cls: type) -> dict[str, Any]:
@@ -409,6 +425,49 @@ class dtypesIfHPU(dtypes):
 class dtypesIfMPS(dtypes):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args, device_type="mps")
+
+
+class tol(NamedTuple):
+    """An absolute and a relative tolerance, for :class:`toleranceOverride`."""
+
+    atol: float
+    rtol: float
+
+
+class precisionOverride:
+    """Per-dtype ``precision`` (the floor under ``assertEqual``'s ``atol``) for a test made per dtype:
+    ``@precisionOverride({torch.half: 1e-2})``."""
+
+    def __init__(self, d: dict[torch.dtype, float]) -> None:
+        if not isinstance(d, dict):
+            raise AssertionError("precisionOverride not given a dtype : precision dict!")
+        for dtype in d:
+            if not isinstance(dtype, torch.dtype):
+                raise AssertionError(f"precisionOverride given unknown dtype {dtype}")
+        self.d = d
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.precision_overrides = self.d  # type: ignore[attr-defined]
+        return fn
+
+
+class toleranceOverride:
+    """Per-dtype ``precision`` and ``rel_tol`` (``assertEqual``'s floors) for a test made per dtype, over
+    :class:`precisionOverride`: ``@toleranceOverride({torch.float: tol(atol=1e-2, rtol=1e-3)})``."""
+
+    def __init__(self, d: dict[torch.dtype, Any]) -> None:
+        if not isinstance(d, dict):
+            raise AssertionError("toleranceOverride not given a dtype : tol dict!")
+        for dtype, given in d.items():
+            if not isinstance(dtype, torch.dtype):
+                raise AssertionError(f"toleranceOverride given unknown dtype {dtype}")
+            if not (isinstance(given, tuple) and hasattr(given, "atol") and hasattr(given, "rtol")):
+                raise AssertionError("toleranceOverride not given a dtype : tol dict!")
+        self.d = d
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.tolerance_overrides = self.d  # type: ignore[attr-defined]
+        return fn
 
 
 class deviceCountAtLeast:

@@ -860,6 +860,40 @@ class TestDeviceTypes(unittest.TestCase):
         self.assertEqual(result.testsRun, 3)
         self.assertEqual([t.id().rsplit(".", 1)[1] for t, _ in result.expectedFailures], ["test_a_add_cpu_float64"])
 
+    def test_tolerance_overrides_as_upstream(self):
+        from torch.testing._internal import common_device_type as up
+        from torch.testing._internal.common_utils import TestCase as UpTestCase
+        from torch.testing._internal.opinfo.core import DecorateInfo, OpInfo
+
+        from harness import TestCase
+
+        seen = {}
+        for cdt, base in ((up, UpTestCase), (common_device_type, TestCase)):
+            op = OpInfo("neg", op=torch.neg, dtypes=(torch.float32, torch.float64), decorators=(
+                DecorateInfo(cdt.toleranceOverride({torch.float32: cdt.tol(atol=1e-3, rtol=1e-4)}), "TestTol",
+                             "test_op"),))
+            records = seen.setdefault(cdt.__name__.split(".")[0], {})
+
+            class TestTol(base):
+                @cdt.toleranceOverride({torch.float16: cdt.tol(atol=1e-2, rtol=1e-3)})
+                @cdt.precisionOverride({torch.float64: 1e-7, torch.float16: 5.0})
+                @cdt.dtypes(torch.float16, torch.float32, torch.float64)
+                def test_x(self, device, dtype):
+                    records[self.id().rsplit(".", 1)[1]] = (self.precision, self.rel_tol)
+
+                @cdt.ops([op])
+                def test_op(self, device, dtype, op):
+                    records[self.id().rsplit(".", 1)[1]] = (self.precision, self.rel_tol)
+
+            scope = {"TestTol": TestTol}
+            cdt.instantiate_device_type_tests(TestTol, scope, only_for="cpu")
+            result = unittest.TestResult()
+            unittest.defaultTestLoader.loadTestsFromTestCase(scope["TestTolCPU"]).run(result)
+            self.assertEqual(result.errors + result.failures, [])
+        self.assertEqual(seen["harness"], seen["torch"])
+        self.assertEqual(seen["harness"]["test_x_cpu_float16"], (1e-2, 1e-3))
+        self.assertEqual(seen["harness"]["test_op_neg_cpu_float32"], (1e-3, 1e-4))
+
     def test_ops_usage_errors(self):
         from harness import instantiate_parametrized_tests
 
