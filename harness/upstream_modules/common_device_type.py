@@ -17,6 +17,7 @@ import torch
 
 from harness.classes.case import MultiProcessTestCase
 from harness.testing.parametrize import PARAMS_ATTR, _compose
+from harness.upstream_modules.common_utils import torch_release
 
 __all__ = ["instantiate_device_type_tests", "DeviceTypeTestBase", "CPUTestBase", "CUDATestBase", "XPUTestBase",
            "HPUTestBase", "MPSTestBase", "get_device_type_test_bases", "get_desired_device_type_test_bases",
@@ -37,6 +38,44 @@ class DeviceTypeTestBase:
     ``device_type`` as a class attribute, and the device a test gets as its ``device`` argument."""
 
     device_type: str = "generic_device_type"
+    #: set per device type with :meth:`set_test_configs` (a backend's own configuration, as upstream's): decorations
+    #: for ``@ops`` by OpInfo full name, the OpInfos ``@ops`` keeps, the tests not made (``"*"``: no class) by class
+    op_overrides: Any = None
+    op_allowlist: Any = None
+    test_exclusions: Any = None
+
+    @classmethod
+    def set_test_configs(cls, *, op_overrides: Any = None, op_allowlist: Any = None,
+                         test_exclusions: Any = None) -> None:
+        """Replace this device type's configuration whole (no argument: none)."""
+        cls.op_overrides, cls.op_allowlist, cls.test_exclusions = op_overrides, op_allowlist, test_exclusions
+
+    @classmethod
+    def _get_test_exclusions(cls, test_class_name: str) -> Any:
+        table = cls.test_exclusions
+        return table[test_class_name] if table is not None and test_class_name in table else None
+
+    @classmethod
+    def _should_exclude(cls, test_class_name: str, *, test_name: str | None = None, dtype_variant: Any = None) -> bool:
+        """Whether ``test_exclusions`` leaves out the class (no ``test_name``), a test, or one of its ``@dtypes``
+        variants, read as the installed release reads it: to torch 2.14 a list of test names (``"*"`` in it: the
+        class); from 2.15 ``"*"`` (the class), a list of test names, or ``{test: "*"}`` and
+        ``{test: {"dtypes": [...]}}``."""
+        rule = cls._get_test_exclusions(test_class_name)
+        if rule is None:
+            return False
+        if torch_release() < (2, 15):
+            if test_name is None:
+                return "*" in rule
+            return dtype_variant is None and test_name in rule
+        if test_name is None:
+            return rule == "*"
+        if dtype_variant is None:
+            return rule.get(test_name) == "*" if isinstance(rule, dict) else isinstance(rule, list) and test_name in rule
+        method = rule.get(test_name) if isinstance(rule, dict) else None
+        dropped = set(method.get("dtypes", ())) if isinstance(method, dict) else set()
+        variants = dtype_variant if isinstance(dtype_variant, (list, tuple)) else (dtype_variant,)
+        return any(d in dropped for d in variants)
 
     @classmethod
     def get_primary_device(cls) -> str:
@@ -158,6 +197,10 @@ def _instantiate(device_cls: type, name: str, test: Callable[..., Any], generic_
     make = make or plain
     dtypes = device_cls._get_dtypes(test)  # type: ignore[attr-defined]
     if dtypes is not None:
+        dtypes = tuple(d for d in dtypes if not device_cls._should_exclude(  # type: ignore[attr-defined]
+            generic_cls.__name__, test_name=name, dtype_variant=d))
+        if not dtypes:
+            return
         def by_dtype(t: Callable[..., Any], g: Any, d: Any, dtypes: Any = dtypes) -> Iterator[Any]:
             for dtype in dtypes:
                 yield t, "", ({"dtypes": dtype} if isinstance(dtype, (list, tuple)) else {"dtype": dtype}), \
@@ -249,12 +292,15 @@ def instantiate_device_type_tests(generic_test_class: type, scope: dict[str, Any
     members = dict(generic_test_class.__dict__)
     tests = [name for name in members if name.startswith("test")]
     for base in get_desired_device_type_test_bases(except_for, only_for, include_lazy, allow_mps, allow_xpu):
+        if base._should_exclude(generic_test_class.__name__):
+            continue
         extra = _cpu_backend_for(generic_test_class) if base.device_type == "cpu" else {}
         name = generic_test_class.__name__ + base.device_type.upper()
         device_cls: Any = type(name, (base, generic_test_class), {"__module__": generic_test_class.__module__,
                                                                   "__qualname__": name, **extra})
         for member in tests:
-            _instantiate(device_cls, member, copy.deepcopy(members[member]), generic_test_class)
+            if not base._should_exclude(generic_test_class.__name__, test_name=member):
+                _instantiate(device_cls, member, copy.deepcopy(members[member]), generic_test_class)
         scope[name] = device_cls
     for member in tests:
         delattr(generic_test_class, member)
@@ -537,7 +583,8 @@ class ops:
     the op's name with its variant, ``nn_functional_relu``). ``dtypes`` picks the dtypes per op and device type (an
     :class:`OpDTypes`, or a list of dtypes for every op); ``allowed_dtypes`` narrows them. Each test takes the
     decorations the OpInfo lists for it (its skips and expected failures for this class, test, device and dtype).
-    A class's ``op_allowlist`` (OpInfo full names) keeps only those ops.
+    The device type's ``op_allowlist`` (OpInfo full names; ``CPUTestBase.set_test_configs``) keeps only those ops;
+    its ``op_overrides`` and the test's ``_op_overrides`` (upstream's ``skipOps``) add decorations by full name.
 
     Example::
 
@@ -594,13 +641,11 @@ class ops:
         if device_cls is None:
             raise RuntimeError("The @ops decorator is only intended to be used in a device-specific context; use it "
                                "with instantiate_device_type_tests() instead of instantiate_parametrized_tests()")
-        if getattr(device_cls, "op_overrides", None):
-            raise NotImplementedError(f"{generic_cls.__name__}.op_overrides: not supported here; decorate the "
-                                      "OpInfos (their decorators) or the test instead")
         op_list = self.op_list
-        allow = getattr(device_cls, "op_allowlist", None)
+        allow = getattr(device_cls, "op_allowlist", None)  # the device type's (set_test_configs), as upstream's
         if allow is not None:
             op_list = [op for op in op_list if op.full_name in set(allow)]
+        op_list = self._overridden(op_list, device_cls, test)
         if not op_list:
             raise ValueError(f"@ops on {test.__name__}: an empty list of OpInfos (every op filtered out?)")
         kind = device_cls.device_type
@@ -616,6 +661,31 @@ class ops:
                     params["dtype"] = dtype
                 yield self._wrapped(test), op.formatted_name, params, functools.partial(
                     op.get_decorators, generic_cls.__name__, test.__name__, kind, dtype)
+
+    @staticmethod
+    def _overridden(op_list: list[Any], device_cls: Any, test: Callable[..., Any]) -> list[Any]:
+        """The ops with the decorations the class's ``op_overrides`` (for its device type) and the test's
+        ``_op_overrides`` (upstream's ``skipOps``) add, by OpInfo full name, on copies: the OpInfos stay as given."""
+        by_class = getattr(device_cls, "op_overrides", None) or {}
+        by_test = getattr(test, "_op_overrides", None) or {}
+        if not by_class and not by_test:
+            return op_list
+        kind = device_cls.device_type
+        if kind == "privateuse1":
+            kind = torch._C._get_privateuse1_backend_name()
+        out = []
+        for op in op_list:
+            extra = []
+            for decoration in by_class.get(op.full_name, ()):
+                decoration = copy.copy(decoration)
+                decoration.device_type = kind  # a class's overrides hold on its own device type
+                extra.append(decoration)
+            extra.extend(by_test.get(op.full_name, ()))
+            if extra:
+                op = copy.copy(op)
+                op.decorators = tuple(op.decorators) + tuple(extra)
+            out.append(op)
+        return out
 
     def _wrapped(self, test: Callable[..., Any]) -> Callable[..., Any]:
         """The test for one op and dtype: the op's own decorators go on this copy, not on the test."""

@@ -894,6 +894,61 @@ class TestDeviceTypes(unittest.TestCase):
         self.assertEqual(seen["harness"]["test_x_cpu_float16"], (1e-2, 1e-3))
         self.assertEqual(seen["harness"]["test_op_neg_cpu_float32"], (1e-3, 1e-4))
 
+    def test_op_overrides_as_upstream(self):
+        from torch.testing._internal import common_device_type as up
+        from torch.testing._internal.opinfo.core import DecorateInfo
+
+        from harness import TestCase
+
+        outcomes = []
+        for cdt, base in ((up, up.DeviceTypeTestBase.__mro__[1]), (common_device_type, TestCase)):
+            op_list = self._opinfos()
+            overrides = {"mul.plain": [DecorateInfo(unittest.expectedFailure, "TestOps", "test_a",
+                                                    dtypes=(torch.float32,))]}
+
+            class TestOps(base):
+                @up.skipOps([up.skip("add", dtypes=(torch.int64,))])
+                @cdt.ops(op_list, allowed_dtypes=(torch.float32, torch.int64))
+                def test_a(self, device, dtype, op):
+                    self.assertNotEqual((op.name, dtype), ("mul", torch.float32))
+
+                def test_b(self, device):
+                    pass
+
+            class TestGone(base):
+                def test_c(self, device):
+                    pass
+
+            # the table as the installed release reads it (a list to torch 2.14; "*" and dtype rules from 2.15)
+            exclusions = {"TestOps": ["test_b"], "TestGone": ["*"]}
+            if common_utils.torch_release() >= (2, 15):
+                exclusions = {"TestOps": {"test_b": "*", "test_d": {"dtypes": [torch.float64]}}, "TestGone": "*"}
+
+            @cdt.dtypes(torch.float32, torch.float64)
+            def test_d(self, device, dtype):
+                pass
+            TestOps.test_d = test_d
+
+            # a device type's own configuration (a backend's), put back after
+            cdt.CPUTestBase.set_test_configs(op_overrides=overrides, op_allowlist=("add", "mul.plain"),
+                                             test_exclusions=exclusions)
+            try:
+                scope = {"TestOps": TestOps, "TestGone": TestGone}
+                cdt.instantiate_device_type_tests(TestOps, scope, only_for="cpu")
+                cdt.instantiate_device_type_tests(TestGone, scope, only_for="cpu")
+            finally:
+                cdt.CPUTestBase.set_test_configs()
+            result = unittest.TestResult()
+            unittest.defaultTestLoader.loadTestsFromTestCase(scope["TestOpsCPU"]).run(result)
+            name = lambda t: t.id().rsplit(".", 1)[1]  # noqa: E731
+            outcomes.append((sorted(scope), result.testsRun, len(result.errors + result.failures),
+                             sorted(name(t) for t, _ in result.skipped),
+                             sorted(name(t) for t, _ in result.expectedFailures)))
+        self.assertEqual(outcomes[0], outcomes[1])
+        dtype_rules = common_utils.torch_release() >= (2, 15)
+        self.assertEqual(outcomes[1], (["TestOpsCPU"], 4 if dtype_rules else 5, 0, ["test_a_add_cpu_int64"],
+                                       ["test_a_mul_plain_cpu_float32"]))
+
     def test_ops_usage_errors(self):
         from harness import instantiate_parametrized_tests
 
