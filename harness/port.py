@@ -100,9 +100,6 @@ KEPT: dict[str, str] = {
     f"{_UPSTREAM}.distributed.nn.": "upstream's remote-module test bodies",
     f"{_UPSTREAM}.common_methods_invocations": "OpInfo's op_db: upstream's operator test data and its decorations",
     f"{_UPSTREAM}.opinfo.": "OpInfo's op_db: upstream's operator test data",
-    f"{_UPSTREAM}.common_device_type.ops": "OpInfo's test generator: it parametrizes tests by upstream's op_db",
-    f"{_UPSTREAM}.distributed._tensor.common_dtensor.DTensorConverter":
-        "turns OpInfo's sample inputs (op_db) into DTensors, for the op_db suites",
 }
 
 

@@ -1,27 +1,31 @@
 """``torch.testing._internal.common_device_type`` as distributed test files use it: one class per device type
 the machine has, made from a device-generic test class (``TestFoo`` -> ``TestFooCPU``, ``TestFooCUDA``, tests
 ``test_x_cpu``, ``test_x_cuda_float32``), on any of the harness's classes, composing with ``parametrize``; and
-the decorators that read the device type (``onlyCPU``, ``onlyCUDA``, ``dtypes``, ``skipCUDAIf``, ...)."""
+the decorators that read the device type (``onlyCPU``, ``onlyCUDA``, ``dtypes``, ``skipCUDAIf``, ...); ``ops``,
+which makes one test per OpInfo and dtype (OpInfos from upstream's ``op_db``, which stays an upstream import)."""
 from __future__ import annotations
 
 import copy
 import functools
 import inspect
 import os
+import enum
 import unittest
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 import torch
 
 from harness.classes.case import MultiProcessTestCase
 from harness.testing.parametrize import PARAMS_ATTR, _compose
+from harness.upstream_modules.common_utils import torch_release
 
 __all__ = ["instantiate_device_type_tests", "DeviceTypeTestBase", "CPUTestBase", "CUDATestBase", "XPUTestBase",
            "HPUTestBase", "MPSTestBase", "get_device_type_test_bases", "get_desired_device_type_test_bases",
            "onlyOn", "onlyCPU", "onlyCUDA", "onlyXPU", "onlyHPU", "onlyMPS", "onlyAccelerator",
            "onlyNativeDeviceTypes", "skipIf", "skipCPUIf", "skipCUDAIf", "skipXPUIf", "skipHPUIf", "skipMPSIf",
            "skipGPUIf", "skipMeta", "dtypes", "dtypesIfCPU", "dtypesIfCUDA", "dtypesIfXPU", "dtypesIfHPU",
-           "dtypesIfMPS", "deviceCountAtLeast", "e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"]
+           "dtypesIfMPS", "deviceCountAtLeast", "ops", "OpDTypes", "ANY_DTYPE_ORDER",
+           "precisionOverride", "toleranceOverride", "tol", "e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"]
 
 #: upstream's environment variables that narrow the device types (comma-separated device types)
 ONLY_FOR_VAR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
@@ -34,6 +38,44 @@ class DeviceTypeTestBase:
     ``device_type`` as a class attribute, and the device a test gets as its ``device`` argument."""
 
     device_type: str = "generic_device_type"
+    #: set per device type with :meth:`set_test_configs` (a backend's own configuration, as upstream's): decorations
+    #: for ``@ops`` by OpInfo full name, the OpInfos ``@ops`` keeps, the tests not made (``"*"``: no class) by class
+    op_overrides: Any = None
+    op_allowlist: Any = None
+    test_exclusions: Any = None
+
+    @classmethod
+    def set_test_configs(cls, *, op_overrides: Any = None, op_allowlist: Any = None,
+                         test_exclusions: Any = None) -> None:
+        """Replace this device type's configuration whole (no argument: none)."""
+        cls.op_overrides, cls.op_allowlist, cls.test_exclusions = op_overrides, op_allowlist, test_exclusions
+
+    @classmethod
+    def _get_test_exclusions(cls, test_class_name: str) -> Any:
+        table = cls.test_exclusions
+        return table[test_class_name] if table is not None and test_class_name in table else None
+
+    @classmethod
+    def _should_exclude(cls, test_class_name: str, *, test_name: str | None = None, dtype_variant: Any = None) -> bool:
+        """Whether ``test_exclusions`` leaves out the class (no ``test_name``), a test, or one of its ``@dtypes``
+        variants, read as the installed release reads it: to torch 2.14 a list of test names (``"*"`` in it: the
+        class); from 2.15 ``"*"`` (the class), a list of test names, or ``{test: "*"}`` and
+        ``{test: {"dtypes": [...]}}``."""
+        rule = cls._get_test_exclusions(test_class_name)
+        if rule is None:
+            return False
+        if torch_release() < (2, 15):
+            if test_name is None:
+                return "*" in rule
+            return dtype_variant is None and test_name in rule
+        if test_name is None:
+            return rule == "*"
+        if dtype_variant is None:
+            return rule.get(test_name) == "*" if isinstance(rule, dict) else isinstance(rule, list) and test_name in rule
+        method = rule.get(test_name) if isinstance(rule, dict) else None
+        dropped = set(method.get("dtypes", ())) if isinstance(method, dict) else set()
+        variants = dtype_variant if isinstance(dtype_variant, (list, tuple)) else (dtype_variant,)
+        return any(d in dropped for d in variants)
 
     @classmethod
     def get_primary_device(cls) -> str:
@@ -155,6 +197,10 @@ def _instantiate(device_cls: type, name: str, test: Callable[..., Any], generic_
     make = make or plain
     dtypes = device_cls._get_dtypes(test)  # type: ignore[attr-defined]
     if dtypes is not None:
+        dtypes = tuple(d for d in dtypes if not device_cls._should_exclude(  # type: ignore[attr-defined]
+            generic_cls.__name__, test_name=name, dtype_variant=d))
+        if not dtypes:
+            return
         def by_dtype(t: Callable[..., Any], g: Any, d: Any, dtypes: Any = dtypes) -> Iterator[Any]:
             for dtype in dtypes:
                 yield t, "", ({"dtypes": dtype} if isinstance(dtype, (list, tuple)) else {"dtype": dtype}), \
@@ -177,6 +223,7 @@ def _device_test(test: Callable[..., Any], params: dict[str, Any], name: str) ->
     @functools.wraps(test)
     def instantiated(self: Any) -> Any:
         kwargs = dict(params)
+        _tolerances_for(self, test, params.get("dtypes", params.get("dtype")))
         if "device" in wants or "devices" in wants:
             # where the test runs (the rank, on the rank's own GPU), not where the class was made
             if multi:
@@ -190,6 +237,20 @@ def _device_test(test: Callable[..., Any], params: dict[str, Any], name: str) ->
     instantiated.__qualname__ = name
     setattr(instantiated, PARAMS_ATTR, dict(params))
     return instantiated
+
+
+def _tolerances_for(test_case: Any, test: Callable[..., Any], dtype: Any) -> None:
+    """Upstream's per-dtype tolerances: ``precisionOverride``/``toleranceOverride`` (an OpInfo's decorations among
+    them) leave tables on the test; the test's ``precision`` and ``rel_tol`` (the floors of its ``assertEqual``)
+    take the dtype's entry."""
+    if not dtype or not hasattr(test_case, "precision"):
+        return
+    precisions = getattr(test, "precision_overrides", None)
+    if precisions is not None:
+        test_case.precision = precisions.get(dtype, test_case.precision)
+    tolerances = getattr(test, "tolerance_overrides", None)
+    if tolerances is not None and dtype in tolerances:
+        test_case.precision, test_case.rel_tol = tolerances[dtype]
 
 
 def _cpu_backend_for(generic_cls: type) -> dict[str, Any]:
@@ -231,12 +292,15 @@ def instantiate_device_type_tests(generic_test_class: type, scope: dict[str, Any
     members = dict(generic_test_class.__dict__)
     tests = [name for name in members if name.startswith("test")]
     for base in get_desired_device_type_test_bases(except_for, only_for, include_lazy, allow_mps, allow_xpu):
+        if base._should_exclude(generic_test_class.__name__):
+            continue
         extra = _cpu_backend_for(generic_test_class) if base.device_type == "cpu" else {}
         name = generic_test_class.__name__ + base.device_type.upper()
         device_cls: Any = type(name, (base, generic_test_class), {"__module__": generic_test_class.__module__,
                                                                   "__qualname__": name, **extra})
         for member in tests:
-            _instantiate(device_cls, member, copy.deepcopy(members[member]), generic_test_class)
+            if not base._should_exclude(generic_test_class.__name__, test_name=member):
+                _instantiate(device_cls, member, copy.deepcopy(members[member]), generic_test_class)
         scope[name] = device_cls
     for member in tests:
         delattr(generic_test_class, member)
@@ -409,6 +473,49 @@ class dtypesIfMPS(dtypes):
         super().__init__(*args, device_type="mps")
 
 
+class tol(NamedTuple):
+    """An absolute and a relative tolerance, for :class:`toleranceOverride`."""
+
+    atol: float
+    rtol: float
+
+
+class precisionOverride:
+    """Per-dtype ``precision`` (the floor under ``assertEqual``'s ``atol``) for a test made per dtype:
+    ``@precisionOverride({torch.half: 1e-2})``."""
+
+    def __init__(self, d: dict[torch.dtype, float]) -> None:
+        if not isinstance(d, dict):
+            raise AssertionError("precisionOverride not given a dtype : precision dict!")
+        for dtype in d:
+            if not isinstance(dtype, torch.dtype):
+                raise AssertionError(f"precisionOverride given unknown dtype {dtype}")
+        self.d = d
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.precision_overrides = self.d  # type: ignore[attr-defined]
+        return fn
+
+
+class toleranceOverride:
+    """Per-dtype ``precision`` and ``rel_tol`` (``assertEqual``'s floors) for a test made per dtype, over
+    :class:`precisionOverride`: ``@toleranceOverride({torch.float: tol(atol=1e-2, rtol=1e-3)})``."""
+
+    def __init__(self, d: dict[torch.dtype, Any]) -> None:
+        if not isinstance(d, dict):
+            raise AssertionError("toleranceOverride not given a dtype : tol dict!")
+        for dtype, given in d.items():
+            if not isinstance(dtype, torch.dtype):
+                raise AssertionError(f"toleranceOverride given unknown dtype {dtype}")
+            if not (isinstance(given, tuple) and hasattr(given, "atol") and hasattr(given, "rtol")):
+                raise AssertionError("toleranceOverride not given a dtype : tol dict!")
+        self.d = d
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.tolerance_overrides = self.d  # type: ignore[attr-defined]
+        return fn
+
+
 class deviceCountAtLeast:
     """Give the test every device of its type (``devices``, the one it runs on first); skip it on fewer than
     ``num_required_devices``."""
@@ -441,3 +548,155 @@ e4m3_type, e5m2_type = ((torch.float8_e4m3fnuz, torch.float8_e5m2fnuz) if _fnuz(
                         else (torch.float8_e4m3fn, torch.float8_e5m2))
 E4M3_MAX_POS: float = torch.finfo(e4m3_type).max
 E5M2_MAX_POS: float = torch.finfo(e5m2_type).max
+
+
+# ---- OpInfo tests: one test per op and dtype ---------------------------------------------------------------
+
+class OpDTypes(enum.Enum):
+    """Which dtypes ``@ops`` makes tests for, per op and device type (upstream's values)."""
+
+    supported = 0  # every dtype the op supports (the default)
+    unsupported = 1  # every dtype it does not
+    supported_backward = 2  # every dtype its backward supports
+    unsupported_backward = 3  # every dtype its backward does not
+    any_one = 4  # one supported dtype, forward and backward where one is (the first of ANY_DTYPE_ORDER)
+    none = 5  # no dtype: one test per op, with no ``dtype`` argument
+    any_common_cpu_cuda_one = 6  # one dtype the op supports on both CPU and CUDA
+
+
+#: the order ``OpDTypes.any_one`` picks its one dtype in
+ANY_DTYPE_ORDER = (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.float16, torch.bfloat16,
+                   torch.long, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.float8_e4m3fn,
+                   torch.float8_e5m2)
+#: the dtypes ``unsupported`` counts from: the integer, floating, bool and complex ones (no complex32, no qint)
+_ALL_DTYPES = frozenset({torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float32,
+                         torch.float64, torch.float16, torch.bfloat16, torch.bool, torch.complex64, torch.complex128})
+
+
+def _first(order: Iterable[Any], among: set[Any]) -> set[Any]:
+    return next(({d} for d in order if d in among), set())
+
+
+class ops:
+    """Make one test per OpInfo of ``op_list`` and per dtype, under :func:`instantiate_device_type_tests`: the test
+    gets ``op`` and ``dtype`` and is named as upstream's, ``test_x_<op>_<device>_<dtype>`` (``test_add_cpu_float32``;
+    the op's name with its variant, ``nn_functional_relu``). ``dtypes`` picks the dtypes per op and device type (an
+    :class:`OpDTypes`, or a list of dtypes for every op); ``allowed_dtypes`` narrows them. Each test takes the
+    decorations the OpInfo lists for it (its skips and expected failures for this class, test, device and dtype).
+    The device type's ``op_allowlist`` (OpInfo full names; ``CPUTestBase.set_test_configs``) keeps only those ops;
+    its ``op_overrides`` and the test's ``_op_overrides`` (upstream's ``skipOps``) add decorations by full name.
+
+    Example::
+
+        from torch.testing._internal.common_methods_invocations import op_db   # upstream's data stays
+
+        class TestOps(DTensorTestBase):
+            @with_comms
+            @ops([op for op in op_db if op.name in ("add", "mul")], allowed_dtypes=(torch.float32,))
+            def test_op(self, device, dtype, op):
+                for sample in op.sample_inputs(device, dtype):
+                    ...
+        instantiate_device_type_tests(TestOps, globals(), only_for="cpu")   # test_op_add_cpu_float32, ...
+    """
+
+    def __init__(self, op_list: Iterable[Any], *, dtypes: OpDTypes | Iterable[torch.dtype] = OpDTypes.supported,
+                 allowed_dtypes: Iterable[torch.dtype] | None = None, skip_if_dynamo: bool = True) -> None:
+        self.op_list = list(op_list)
+        if not isinstance(dtypes, OpDTypes):
+            dtypes = list(dtypes)
+            if not all(isinstance(d, torch.dtype) for d in dtypes):
+                raise TypeError(f"@ops(dtypes={dtypes!r}): give an OpDTypes or a list of torch dtypes")
+        self.opinfo_dtypes = dtypes
+        self.allowed_dtypes = None if allowed_dtypes is None else set(allowed_dtypes)
+        self.skip_if_dynamo = skip_if_dynamo
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        previous = getattr(fn, "parametrize_fn", None)
+        fn.parametrize_fn = (self._parametrize_test if previous is None  # type: ignore[attr-defined]
+                             else _compose(previous, self._parametrize_test))
+        return fn
+
+    def _dtypes(self, op: Any, device_type: str) -> set[Any]:
+        how = self.opinfo_dtypes
+        if isinstance(how, list):
+            return set(how)
+        if how is OpDTypes.supported:
+            return set(op.supported_dtypes(device_type))
+        if how is OpDTypes.unsupported:
+            return set(_ALL_DTYPES) - set(op.supported_dtypes(device_type))
+        if how is OpDTypes.supported_backward:
+            return set(op.supported_backward_dtypes(device_type))
+        if how is OpDTypes.unsupported_backward:
+            return set(_ALL_DTYPES) - set(op.supported_backward_dtypes(device_type))
+        if how is OpDTypes.any_one:
+            forward = set(op.supported_dtypes(device_type))
+            both = forward & set(op.supported_backward_dtypes(device_type))
+            return _first(ANY_DTYPE_ORDER, both or forward)
+        if how is OpDTypes.any_common_cpu_cuda_one:
+            return _first(ANY_DTYPE_ORDER, set(op.dtypes) & set(op.dtypesIfCUDA))
+        return {None}  # OpDTypes.none
+
+    def _parametrize_test(self, test: Callable[..., Any], generic_cls: Any = None,
+                          device_cls: Any = None) -> Iterator[Any]:
+        if device_cls is None:
+            raise RuntimeError("The @ops decorator is only intended to be used in a device-specific context; use it "
+                               "with instantiate_device_type_tests() instead of instantiate_parametrized_tests()")
+        op_list = self.op_list
+        allow = getattr(device_cls, "op_allowlist", None)  # the device type's (set_test_configs), as upstream's
+        if allow is not None:
+            op_list = [op for op in op_list if op.full_name in set(allow)]
+        op_list = self._overridden(op_list, device_cls, test)
+        if not op_list:
+            raise ValueError(f"@ops on {test.__name__}: an empty list of OpInfos (every op filtered out?)")
+        kind = device_cls.device_type
+        for op in op_list:
+            dtypes = self._dtypes(op, kind)
+            if self.allowed_dtypes is not None:
+                dtypes &= self.allowed_dtypes
+            for dtype in dtypes:
+                params: dict[str, Any] = {"op": op}
+                if isinstance(dtype, (list, tuple)):
+                    params["dtypes"] = dtype
+                elif dtype is not None:
+                    params["dtype"] = dtype
+                yield self._wrapped(test), op.formatted_name, params, functools.partial(
+                    op.get_decorators, generic_cls.__name__, test.__name__, kind, dtype)
+
+    @staticmethod
+    def _overridden(op_list: list[Any], device_cls: Any, test: Callable[..., Any]) -> list[Any]:
+        """The ops with the decorations the class's ``op_overrides`` (for its device type) and the test's
+        ``_op_overrides`` (upstream's ``skipOps``) add, by OpInfo full name, on copies: the OpInfos stay as given."""
+        by_class = getattr(device_cls, "op_overrides", None) or {}
+        by_test = getattr(test, "_op_overrides", None) or {}
+        if not by_class and not by_test:
+            return op_list
+        kind = device_cls.device_type
+        if kind == "privateuse1":
+            kind = torch._C._get_privateuse1_backend_name()
+        out = []
+        for op in op_list:
+            extra = []
+            for decoration in by_class.get(op.full_name, ()):
+                decoration = copy.copy(decoration)
+                decoration.device_type = kind  # a class's overrides hold on its own device type
+                extra.append(decoration)
+            extra.extend(by_test.get(op.full_name, ()))
+            if extra:
+                op = copy.copy(op)
+                op.decorators = tuple(op.decorators) + tuple(extra)
+            out.append(op)
+        return out
+
+    def _wrapped(self, test: Callable[..., Any]) -> Callable[..., Any]:
+        """The test for one op and dtype: the op's own decorators go on this copy, not on the test."""
+        @functools.wraps(test)
+        def one_op(*args: Any, **kwargs: Any) -> Any:
+            return test(*args, **kwargs)
+
+        one_op.__dict__.pop("parametrize_fn", None)
+        if self.skip_if_dynamo:
+            from harness.upstream_modules.common_utils import TEST_WITH_TORCHINDUCTOR, skipIfTorchDynamo
+
+            if not TEST_WITH_TORCHINDUCTOR:
+                one_op = skipIfTorchDynamo("Policy: we don't run OpInfo tests w/ Dynamo")(one_op)
+        return one_op

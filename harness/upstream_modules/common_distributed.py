@@ -19,6 +19,7 @@ import torch.distributed as dist
 
 from harness.classes.case import MultiProcessTestCase, bound_test
 from harness.classes.compat import MultiProcContinuousTest
+from harness.shared.errors import UsageError
 from harness.classes.dynamo import (DistributedTestBase, DynamoDistributedMultiProcTestCase,
                                     DynamoDistributedSingleProcTestCase)
 from harness.inprocess.threaded import spawn_threads_and_init_comms
@@ -31,7 +32,7 @@ from harness.testing.requirements import (flag, get_required_world_size, require
                                           with_dist_debug_levels)
 from harness.testing.subtests import run_subtests
 from harness.models import SaveForwardInputsModel, SaveForwardInputsModule
-from harness.upstream_modules.common_utils import (LazyVal, getRocmVersion, isRocmArchAnyOf,
+from harness.upstream_modules.common_utils import (TEST_HPU, TEST_XPU, LazyVal, getRocmVersion, isRocmArchAnyOf,
                                                    skip_but_pass_in_sandcastle_if, torch_release)
 
 __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinousTest", "MultiThreadedTestCase",
@@ -50,7 +51,8 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            "TORCHCOMM_HAS_RCCL", "TORCHCOMM_HAS_NCCLX", "TORCHCOMM_HAS_RCCLX", "logger", "requires_ddp_rank",
            "DDP_RANK_DEVICES", "ACCELERATOR_DIST_BACKENDS", "HAS_ACCELERATOR", "requires_mpi", "requires_ucc",
            "requires_xccl", "skip_if_rocm_ver_atleast_multiprocess", "nccl_skip_if_lt_x_gpu",
-           "require_n_gpus_for_nccl_backend", "has_efa", "core_dumps_disabled"]
+           "require_n_gpus_for_nccl_backend", "has_efa", "core_dumps_disabled", "DistTestCases",
+           "C10dTorchCommsTestBase", "initialize_temp_directories", "cleanup_temp_dir", "tmp_dir"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
@@ -578,3 +580,125 @@ def core_dumps_disabled() -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+
+
+#: the folder :func:`initialize_temp_directories` made (None before)
+tmp_dir: Any = None
+
+
+def initialize_temp_directories(init_method: str | None = None) -> None:
+    """The folders ``DistributedTest``'s ranks meet in, as upstream's: a new temporary folder in ``TEMP_DIR`` with
+    ``barrier``, ``test_dir`` and ``init_dir`` in it, and ``INIT_METHOD`` (``init_method``, else a file in
+    ``init_dir``). :func:`cleanup_temp_dir` removes it."""
+    import tempfile
+
+    global tmp_dir
+    tmp_dir = tempfile.TemporaryDirectory()
+    os.environ["TEMP_DIR"] = tmp_dir.name
+    for sub in ("barrier", "test_dir", "init_dir"):
+        os.mkdir(os.path.join(tmp_dir.name, sub))
+    os.environ["INIT_METHOD"] = init_method if init_method is not None else \
+        ("file:///" if sys.platform == "win32" else "file://") + os.path.join(tmp_dir.name, "init_dir", "shared_init_file")
+
+
+def cleanup_temp_dir() -> None:
+    """Remove the folder :func:`initialize_temp_directories` made, if any."""
+    if tmp_dir is not None:
+        tmp_dir.cleanup()
+
+
+class DistTestCases:
+    """Which backends lack a collective (``skip_collective``) and which have a feature (``backend_feature``): the
+    installed release's table (torch 2.15 counts XCCL among the GPU, DDP and subgroup backends)."""
+
+    skip_collective: dict[str, set[str]] = {
+        "allgather_coalesced": {"nccl", "mpi", "ucc", "xccl"},
+        "reduce": set(),
+        "sendrecv anysource": {"nccl", "ucc", "xccl"},
+        "cpu barrier": {"nccl", "ucc", "xccl"},
+    }
+    backend_feature: dict[str, set[str]] = {
+        "gpu": {"nccl", "gloo", "ucc"},
+        "cuda": {"nccl", "gloo", "ucc"},
+        "ddp": {"nccl", "gloo", "ucc"},
+        "subgroup": {"nccl", "gloo", "ucc"},
+        "plugin": set(),
+    }
+    if torch_release() >= (2, 15):
+        for _feature in ("gpu", "ddp", "subgroup"):
+            backend_feature[_feature] = backend_feature[_feature] | {"xccl"}
+        del _feature
+    if TEST_HPU:
+        backend_feature["hpu"] = {"hccl"}
+    if TEST_XPU:
+        backend_feature["xpu"] = {"xccl"}
+
+
+def _torchcomms_backend(device: Any) -> str:
+    device = str(device)
+    for kind, backend in (("cuda", "nccl"), ("hpu", "hccl"), ("xpu", "xccl")):
+        if kind in device:
+            return backend
+    return "gloo"
+
+
+class _BackendName(str):
+    """A backend's name that is also upstream's ``backend(device)``: the name for ``device``."""
+
+    def __call__(self, device: Any) -> str:
+        return _torchcomms_backend(device)
+
+
+class _TorchCommsBackend:
+    """``C10dTorchCommsTestBase.backend``: upstream's static ``backend(device)`` on the class; on a test, the
+    class's backend's name (which the harness makes the group with), callable as upstream's too."""
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        if obj is None:
+            return staticmethod(_torchcomms_backend).__get__(None, owner)
+        return _BackendName(owner.backend_str())
+
+
+class C10dTorchCommsTestBase(MultiProcContinuousTest):
+    """Upstream's base for c10d tests over the torchcomms package: the class's ``device_type`` (an attribute, or a
+    function that gives it) picks the backend (``nccl`` on CUDA, ``hccl``, ``xccl``, else ``gloo``), and a test
+    skips when the installed torchcomms was not built with that backend, in upstream's words ("torchcomms gloo
+    backend is not available"; without torchcomms every test skips so). Where torchcomms has the backend, a
+    test stops with an error: the harness does not make its process groups over torchcomms yet."""
+
+    world_size: int = 4  # type: ignore[assignment]
+    backend = _TorchCommsBackend()  # type: ignore[assignment]
+
+    @classmethod
+    def _device_type(cls) -> str:
+        """The class's ``device_type`` (a string, or a function that gives one); by default the machine's
+        accelerator's, else ``cpu``."""
+        kind = cls.device_type
+        if isinstance(kind, property):  # not overridden: upstream's default
+            accelerator = torch.accelerator.current_accelerator()
+            return "cpu" if accelerator is None else accelerator.type
+        return str(kind() if callable(kind) else kind)
+
+    @classmethod
+    def backend_str(cls) -> str:
+        return _torchcomms_backend(cls._device_type())
+
+    def _skip_if_backend_unavailable(self, device: str) -> None:
+        name = _torchcomms_backend(device)
+        if TEST_WITH_ROCM and name == "nccl" and torch_release() >= (2, 15):
+            name = "rccl"
+        built = {"gloo": TORCHCOMM_HAS_GLOO, "xccl": TORCHCOMM_HAS_XCCL, "nccl": TORCHCOMM_HAS_NCCL,
+                 "rccl": TORCHCOMM_HAS_RCCL, "ncclx": TORCHCOMM_HAS_NCCLX, "rcclx": TORCHCOMM_HAS_RCCLX}
+        if not built.get(name, True):
+            self.skipTest(f"torchcomms {name} backend is not available")
+
+    def setUp(self) -> None:
+        device = type(self)._device_type()
+        self._skip_if_backend_unavailable(device)
+        raise UsageError(f"{self.id()} [rank {self.rank}]: C10dTorchCommsTestBase needs its process group made over "
+                         f"torchcomms (torch.distributed.config.use_torchcomms), which the harness does not do; run "
+                         "this class with upstream's torch.testing._internal.common_distributed instead")
+
+    def rank_to_device(self, device: str) -> dict[int, list[int]]:
+        visible = torch.get_device_module(device).device_count()
+        return {rank: [rank % visible] for rank in range(self.world_size)}

@@ -42,7 +42,7 @@ __all__ = ["DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", 
            "patched_distribute_tensor", "redistribute", "make_full_tensor", "reduce_local_int",
            "op_strategy_context", "validate_sharding_rule_sample", "validate_sharding_rule_sample_backward",
            "Experts", "ExpertLayer", "TensorParallelForExpert", "ExpertParallel", "ExpertParallelWithTP",
-           "LocalDTensorContinuousTestBase", "make_wrapped"]
+           "LocalDTensorContinuousTestBase", "make_wrapped", "DTensorConverter"]
 
 
 def _accelerator() -> Any:
@@ -420,3 +420,92 @@ class ExpertParallelWithTP(_ParallelStyle):
         experts.register_forward_hook(lambda mod, inputs, output: (
             DTensor.from_local(output, tp_mesh, [Partial()]).redistribute(tp_mesh, [Replicate()]).to_local()))
         return module
+
+
+class DTensorConverter:
+    """An op's arguments as DTensors on ``mesh``, once per sharding choice: iterating yields ``(args, kwargs)`` with
+    each tensor (plain tensors and parameters, ``args`` and ``kwargs`` flattened as pytrees) distributed as one of
+    its choices, every combination in turn: ``Replicate()``, and ``Shard(d)`` for each dim ``d`` longer than 1 that
+    the mesh's size divides (a bool tensor, and every tensor under ``replicate_only``, only replicated; a 0-dim one
+    always replicated). Tensors it cannot distribute (sparse, quantized, nested, conjugate or negative views, on
+    meta, subclasses) pass through as they are and count in ``miss``; the converted ones in ``hit``:
+    ``successful()`` is true when some were and none failed. Anything else raises.
+
+    Example::
+
+        for sample in op.sample_inputs(device, dtype):
+            converter = DTensorConverter(mesh, (sample.input, *sample.args), sample.kwargs)
+            for d_args, d_kwargs in converter:
+                out = op(*d_args, **d_kwargs)
+            ...
+    """
+
+    def __init__(self, mesh: Any, args: tuple[object, ...], kwargs: dict[str, object],
+                 replicate_only: bool = False) -> None:
+        from torch.utils._pytree import tree_flatten
+
+        self.hit = 0
+        self.miss = 0
+        self.mesh, self.args, self.kwargs, self.replicate_only = mesh, args, kwargs, replicate_only
+        self.flatten_args, self.flatten_args_spec = tree_flatten(args)
+        self.flatten_kwargs, self.flatten_kwargs_spec = tree_flatten(kwargs)
+        tensors = [a for a in (*self.flatten_args, *self.flatten_kwargs) if isinstance(a, torch.Tensor)]
+        self.sharding_combs: Iterator[tuple[Any, ...]] = itertools.product(
+            *(self.gen_sharding_choices_for_arg(t) for t in tensors))
+
+    def successful(self) -> bool:
+        return self.hit > 0 and self.miss == 0
+
+    def is_supported_tensor(self, t: torch.Tensor) -> bool:
+        """Whether DTensor can hold ``t``: not sparse, quantized, nested, MKL-DNN, functional, a conjugate or
+        negative view, nor on lazy or meta."""
+        unsupported = (t.is_sparse or t.is_sparse_csr or t.is_mkldnn or t.is_quantized or t.is_nested
+                       or torch._is_functional_tensor(t) or t.is_neg() or t.is_conj()
+                       or t.device.type in ("lazy", "meta"))
+        return not unsupported
+
+    def gen_sharding_choices_for_arg(self, arg: torch.Tensor) -> list[Any]:
+        from torch.distributed.tensor import Replicate, Shard
+
+        choices: list[Any] = [Replicate()]
+        if self.replicate_only or arg.dtype == torch.bool:  # c10d's collectives take no bool tensors
+            return choices
+        size = self.mesh.size()
+        return choices + [Shard(dim) for dim, n in enumerate(arg.shape) if n > 1 and n % size == 0]
+
+    def __iter__(self) -> "DTensorConverter":
+        return self
+
+    def __next__(self) -> tuple[tuple[object, ...], dict[str, object]]:
+        from torch.utils._pytree import tree_unflatten
+
+        choice = iter(next(self.sharding_combs))  # StopIteration ends the iteration
+
+        def convert(values: list[object]) -> list[object]:
+            return [self.to_dist_tensor(v, self.mesh, [next(choice)]) if isinstance(v, torch.Tensor) else v
+                    for v in values]
+
+        new_args = convert(self.flatten_args)
+        new_kwargs = convert(self.flatten_kwargs)
+        return (tree_unflatten(new_args, self.flatten_args_spec),  # type: ignore[return-value]
+                tree_unflatten(new_kwargs, self.flatten_kwargs_spec))
+
+    def to_dist_tensor(self, t: torch.Tensor, mesh: Any, placements: list[Any]) -> torch.Tensor:
+        """``t`` distributed on ``mesh`` with ``placements`` (replicated when 0-dim; a parameter stays one);
+        returned as it is, counted as a miss, when DTensor cannot hold it."""
+        from torch.distributed._local_tensor import LocalTensor
+        from torch.distributed.tensor import Replicate, distribute_tensor
+
+        if type(t) in (torch.Tensor, torch.nn.Parameter, LocalTensor):
+            if not self.is_supported_tensor(t):
+                self.miss += 1
+                return t
+            self.hit += 1
+            out = distribute_tensor(t, mesh, [Replicate()] * mesh.ndim if t.ndim == 0 else placements)
+            if isinstance(t, torch.nn.Parameter):
+                out = torch.nn.Parameter(out, requires_grad=out.requires_grad)
+            return out
+        if torch.overrides.is_tensor_like(t):  # a tensor subclass: DTensor does not hold one
+            self.miss += 1
+            return t
+        raise RuntimeError(f"Trying to convert to DTensor, but got {type(t)}")

@@ -14,7 +14,7 @@ from harness.upstream_modules import (common_cuda, common_device_type, common_di
                                       common_dtensor, common_fsdp, common_state_dict, common_utils, distributed_utils,
                                       inductor_utils, logging_utils, st_common, st_ops_common, triton_utils,
                                       two_tensor)
-from tests._support import nightly
+from tests._support import base_env, nightly, run_fixture
 
 
 def _same_module(test: unittest.TestCase, theirs: torch.nn.Module, mine: torch.nn.Module) -> None:
@@ -776,6 +776,210 @@ class TestDeviceTypes(unittest.TestCase):
         with self.assertRaisesRegex(KeyError, "not in the scope"):
             common_device_type.instantiate_device_type_tests(generic, {})
 
+    # ---- @ops: one test per OpInfo and dtype --------------------------------------------------------------
+
+    @staticmethod
+    def _opinfos():
+        """Two real OpInfos (upstream's class; op_db itself is slow to import: the nightly check uses it), one with
+        a variant and a decoration that expects test_a to fail on float64."""
+        from torch.testing._internal.opinfo.core import DecorateInfo, OpInfo, SampleInput
+
+        def samples(op, device, dtype, requires_grad, **kwargs):
+            yield SampleInput(torch.ones(4, 2, device=device, dtype=dtype), args=(torch.ones(2, device=device, dtype=dtype),))
+
+        add = OpInfo("add", op=torch.add, dtypes=(torch.float32, torch.float64, torch.int64), sample_inputs_func=samples,
+                     decorators=(DecorateInfo(unittest.expectedFailure, "TestOps", "test_a",
+                                              dtypes=(torch.float64,)),))
+        mul = OpInfo("mul", variant_test_name="plain", op=torch.mul, dtypes=(torch.float32, torch.bool),
+                     backward_dtypes=(torch.float32,), sample_inputs_func=samples)
+        return [add, mul]
+
+    def _op_names(self, cdt, parametrize, base, op_list):
+        class TestOps(base):
+            @cdt.ops(op_list)
+            def test_a(self, device, dtype, op):
+                for sample in op.sample_inputs(device, dtype):
+                    result = op(sample.input, *sample.args)
+                    self.assertEqual(result.dtype, dtype)
+                    if dtype == torch.float64:
+                        self.assertEqual(result.sum().item(), 0)  # expected to fail (the OpInfo's decoration)
+
+            @cdt.ops(op_list, dtypes=cdt.OpDTypes.none)
+            def test_b(self, device, op):
+                pass
+
+            @cdt.ops(op_list, allowed_dtypes=(torch.float32, torch.int64))
+            @parametrize("k", [1, 2])
+            def test_c(self, device, dtype, op, k):
+                pass
+
+            @cdt.ops(op_list, dtypes=cdt.OpDTypes.any_one)
+            def test_d(self, device, dtype, op):
+                pass
+
+            @cdt.ops(op_list, dtypes=cdt.OpDTypes.unsupported_backward)
+            def test_e(self, device, dtype, op):
+                pass
+
+            @cdt.ops(op_list, dtypes=[torch.float16])
+            def test_f(self, device, dtype, op):
+                pass
+
+        scope = {"TestOps": TestOps}
+        cdt.instantiate_device_type_tests(TestOps, scope, only_for="cpu")
+        return {name: sorted(n for n in dir(cls) if n.startswith("test_") and callable(getattr(cls, n)))
+                for name, cls in scope.items()}, scope
+
+    def test_ops_same_names_as_upstream(self):
+        from torch.testing._internal import common_device_type as up
+        from torch.testing._internal.common_utils import parametrize as up_parametrize
+
+        from harness import DTensorTestBase, parametrize
+
+        op_list = self._opinfos()
+        theirs, _ = self._op_names(up, up_parametrize, unittest.TestCase, op_list)
+        for base in (unittest.TestCase, DTensorTestBase):
+            with self.subTest(base.__name__):
+                mine, _ = self._op_names(common_device_type, parametrize, base, op_list)
+                self.assertEqual(mine, theirs)
+        self.assertIn("test_a_mul_plain_cpu_bool", mine["TestOpsCPU"])
+        self.assertIn("test_c_add_k_1_cpu_int64", mine["TestOpsCPU"])  # the top decorator names first
+        self.assertIn("test_b_add_cpu", mine["TestOpsCPU"])
+        self.assertEqual([n for n in mine["TestOpsCPU"] if n.startswith("test_d")],
+                         ["test_d_add_cpu_float32", "test_d_mul_plain_cpu_float32"])
+
+    def test_ops_tests_run_with_the_op_and_its_decorations(self):
+        from harness import parametrize
+
+        _, scope = self._op_names(common_device_type, parametrize, unittest.TestCase, self._opinfos())
+        result = unittest.TestResult()
+        suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromNames(
+            ["test_a_add_cpu_float32", "test_a_add_cpu_float64", "test_a_mul_plain_cpu_bool"], scope["TestOpsCPU"]))
+        suite.run(result)
+        self.assertEqual(result.errors + result.failures, [])
+        self.assertEqual(result.testsRun, 3)
+        self.assertEqual([t.id().rsplit(".", 1)[1] for t, _ in result.expectedFailures], ["test_a_add_cpu_float64"])
+
+    def test_tolerance_overrides_as_upstream(self):
+        from torch.testing._internal import common_device_type as up
+        from torch.testing._internal.common_utils import TestCase as UpTestCase
+        from torch.testing._internal.opinfo.core import DecorateInfo, OpInfo
+
+        from harness import TestCase
+
+        seen = {}
+        for cdt, base in ((up, UpTestCase), (common_device_type, TestCase)):
+            op = OpInfo("neg", op=torch.neg, dtypes=(torch.float32, torch.float64), decorators=(
+                DecorateInfo(cdt.toleranceOverride({torch.float32: cdt.tol(atol=1e-3, rtol=1e-4)}), "TestTol",
+                             "test_op"),))
+            records = seen.setdefault(cdt.__name__.split(".")[0], {})
+
+            class TestTol(base):
+                @cdt.toleranceOverride({torch.float16: cdt.tol(atol=1e-2, rtol=1e-3)})
+                @cdt.precisionOverride({torch.float64: 1e-7, torch.float16: 5.0})
+                @cdt.dtypes(torch.float16, torch.float32, torch.float64)
+                def test_x(self, device, dtype):
+                    records[self.id().rsplit(".", 1)[1]] = (self.precision, self.rel_tol)
+
+                @cdt.ops([op])
+                def test_op(self, device, dtype, op):
+                    records[self.id().rsplit(".", 1)[1]] = (self.precision, self.rel_tol)
+
+            scope = {"TestTol": TestTol}
+            cdt.instantiate_device_type_tests(TestTol, scope, only_for="cpu")
+            result = unittest.TestResult()
+            unittest.defaultTestLoader.loadTestsFromTestCase(scope["TestTolCPU"]).run(result)
+            self.assertEqual(result.errors + result.failures, [])
+        self.assertEqual(seen["harness"], seen["torch"])
+        self.assertEqual(seen["harness"]["test_x_cpu_float16"], (1e-2, 1e-3))
+        self.assertEqual(seen["harness"]["test_op_neg_cpu_float32"], (1e-3, 1e-4))
+
+    def test_op_overrides_as_upstream(self):
+        from torch.testing._internal import common_device_type as up
+        from torch.testing._internal.opinfo.core import DecorateInfo
+
+        from harness import TestCase
+
+        outcomes = []
+        for cdt, base in ((up, up.DeviceTypeTestBase.__mro__[1]), (common_device_type, TestCase)):
+            op_list = self._opinfos()
+            overrides = {"mul.plain": [DecorateInfo(unittest.expectedFailure, "TestOps", "test_a",
+                                                    dtypes=(torch.float32,))]}
+
+            class TestOps(base):
+                @up.skipOps([up.skip("add", dtypes=(torch.int64,))])
+                @cdt.ops(op_list, allowed_dtypes=(torch.float32, torch.int64))
+                def test_a(self, device, dtype, op):
+                    self.assertNotEqual((op.name, dtype), ("mul", torch.float32))
+
+                def test_b(self, device):
+                    pass
+
+            class TestGone(base):
+                def test_c(self, device):
+                    pass
+
+            # the table as the installed release reads it (a list to torch 2.14; "*" and dtype rules from 2.15)
+            exclusions = {"TestOps": ["test_b"], "TestGone": ["*"]}
+            if common_utils.torch_release() >= (2, 15):
+                exclusions = {"TestOps": {"test_b": "*", "test_d": {"dtypes": [torch.float64]}}, "TestGone": "*"}
+
+            @cdt.dtypes(torch.float32, torch.float64)
+            def test_d(self, device, dtype):
+                pass
+            TestOps.test_d = test_d
+
+            # a device type's own configuration (a backend's), put back after
+            cdt.CPUTestBase.set_test_configs(op_overrides=overrides, op_allowlist=("add", "mul.plain"),
+                                             test_exclusions=exclusions)
+            try:
+                scope = {"TestOps": TestOps, "TestGone": TestGone}
+                cdt.instantiate_device_type_tests(TestOps, scope, only_for="cpu")
+                cdt.instantiate_device_type_tests(TestGone, scope, only_for="cpu")
+            finally:
+                cdt.CPUTestBase.set_test_configs()
+            result = unittest.TestResult()
+            unittest.defaultTestLoader.loadTestsFromTestCase(scope["TestOpsCPU"]).run(result)
+            name = lambda t: t.id().rsplit(".", 1)[1]  # noqa: E731
+            outcomes.append((sorted(scope), result.testsRun, len(result.errors + result.failures),
+                             sorted(name(t) for t, _ in result.skipped),
+                             sorted(name(t) for t, _ in result.expectedFailures)))
+        self.assertEqual(outcomes[0], outcomes[1])
+        dtype_rules = common_utils.torch_release() >= (2, 15)
+        self.assertEqual(outcomes[1], (["TestOpsCPU"], 4 if dtype_rules else 5, 0, ["test_a_add_cpu_int64"],
+                                       ["test_a_mul_plain_cpu_float32"]))
+
+    def test_ops_usage_errors(self):
+        from harness import instantiate_parametrized_tests
+
+        with self.assertRaisesRegex(TypeError, "OpDTypes or a list of torch dtypes"):
+            common_device_type.ops([], dtypes=["float32"])
+
+        class Plain(unittest.TestCase):
+            @common_device_type.ops(self._opinfos())
+            def test_a(self, dtype, op):
+                pass
+        with self.assertRaisesRegex(RuntimeError, "instantiate_device_type_tests"):
+            instantiate_parametrized_tests(Plain)
+
+    @nightly("imports upstream's op_db (seconds); CI compares the names on two OpInfos made with upstream's OpInfo "
+             "class in test_ops_same_names_as_upstream")
+    def test_ops_on_op_db_same_names_as_upstream(self):
+        from torch.testing._internal import common_device_type as up
+        from torch.testing._internal.common_methods_invocations import op_db
+        from torch.testing._internal.common_utils import parametrize as up_parametrize
+
+        from harness import DTensorTestBase, parametrize
+
+        op_list = [op for op in op_db if op.name in ("add", "nn.functional.relu", "split")]
+        self.assertEqual(len(op_list), 4)  # split has a variant: split_list_args
+        theirs, _ = self._op_names(up, up_parametrize, unittest.TestCase, op_list)
+        for base in (unittest.TestCase, DTensorTestBase):
+            with self.subTest(base.__name__):
+                mine, _ = self._op_names(common_device_type, parametrize, base, op_list)
+                self.assertEqual(mine, theirs)
+        self.assertIn("test_a_nn_functional_relu_cpu_bfloat16", mine["TestOpsCPU"])
+
 
 class TestFakeComms(unittest.TestCase):
     def test_with_dist(self):
@@ -1108,3 +1312,202 @@ class TestLoggingTestCase(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _converted(converter_cls, mesh, args, kwargs, values, **options):
+    """What a DTensorConverter yields, as data: per yield each leaf's type and placements, its local shape, and
+    (``values``) the whole tensor's values; then its hit and miss counts and verdict."""
+    from torch.utils._pytree import tree_leaves
+
+    def leaf(x):
+        if hasattr(x, "placements"):
+            return (type(x).__name__, tuple(x.placements), tuple(x.to_local().shape),
+                    x.full_tensor().tolist() if values else None)
+        if isinstance(x, torch.Tensor):
+            return (type(x).__name__, (x.to_dense() if x.is_sparse else x).tolist())
+        return x
+
+    converter = converter_cls(mesh, args, kwargs, **options)
+    yields = [[leaf(x) for x in tree_leaves(pair)] for pair in converter]
+    return yields, converter.hit, converter.miss, converter.successful()
+
+
+def _converter_samples():
+    g = torch.Generator().manual_seed(0)
+    return [((torch.randn(4, 8, generator=g), torch.randn(8, generator=g)), {"alpha": 2}),
+            ((torch.randn(4, 3, generator=g),), {"other": torch.tensor(2.0),
+                                                  "mask": torch.tensor([True, False, True, False])}),
+            (([torch.randn(2, 4, generator=g), torch.nn.Parameter(torch.randn(4, 4, generator=g))], 3), {}),
+            ((torch.randn(4, 4, generator=g).to_sparse(), torch.randn(4, generator=g)), {})]
+
+
+class TestDTensorConverterOnFourRanks(unittest.TestCase):
+    """DTensorConverter yields what upstream's does on a 4-rank mesh (a fake group: the placements and local
+    shapes; the values are checked on one real rank below)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if dist.is_initialized():
+            raise unittest.SkipTest("a process group is up in this process already")
+        from harness.upstream_modules.fake_pg import FakeStore
+
+        dist.init_process_group("fake", store=FakeStore(), rank=1, world_size=4)
+
+    @classmethod
+    def tearDownClass(cls):
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def test_same_yields_as_upstream(self):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.testing._internal.distributed._tensor import common_dtensor as up
+
+        mesh = init_device_mesh("cpu", (4,))
+        counts = []
+        for args, kwargs in _converter_samples():
+            for options in ({}, {"replicate_only": True}):
+                with self.subTest(options=options):
+                    mine = _converted(common_dtensor.DTensorConverter, mesh, args, kwargs, False, **options)
+                    self.assertEqual(mine, _converted(up.DTensorConverter, mesh, args, kwargs, False, **options))
+                    counts.append(len(mine[0]))
+        # (4, 8) x (8,): 3 x 2 choices; a scalar and a bool tensor only replicated; (2, 4) x (4, 4): 2 x 3; a
+        # sparse tensor's choices are made too, and it is missed
+        self.assertEqual(counts, [6, 1, 2, 1, 6, 1, 6, 1])
+
+
+class TestDTensorConverterValues(_OneRank):
+    def test_same_values_as_upstream(self):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.testing._internal.distributed._tensor import common_dtensor as up
+
+        mesh = init_device_mesh("cpu", (1,))
+        for args, kwargs in _converter_samples():
+            mine = _converted(common_dtensor.DTensorConverter, mesh, args, kwargs, True)
+            self.assertEqual(mine, _converted(up.DTensorConverter, mesh, args, kwargs, True))
+        with self.assertRaisesRegex(RuntimeError, "Trying to convert to DTensor"):
+            common_dtensor.DTensorConverter(mesh, (), {}).to_dist_tensor(object(), mesh, [])
+
+
+class TestDistributedTables(unittest.TestCase):
+    """DistTestCases, DistributedTest's folders and C10dTorchCommsTestBase's choices, against upstream's."""
+
+    def test_dist_test_cases_is_the_installed_releases(self):
+        from torch.testing._internal import common_distributed as up
+
+        self.assertEqual(common_distributed.DistTestCases.skip_collective, up.DistTestCases.skip_collective)
+        self.assertEqual(common_distributed.DistTestCases.backend_feature, up.DistTestCases.backend_feature)
+
+    def test_temp_directories_as_upstream(self):
+        import os
+
+        from torch.testing._internal import common_distributed as up
+
+        saved = {k: os.environ.get(k) for k in ("TEMP_DIR", "INIT_METHOD")}
+        layouts = []
+        try:
+            for module in (up, common_distributed):
+                module.initialize_temp_directories()
+                root = os.environ["TEMP_DIR"]
+                layouts.append((sorted(os.listdir(root)), os.environ["INIT_METHOD"].replace(root, "<root>")))
+                module.initialize_temp_directories("tcp://localhost:1")
+                layouts.append(os.environ["INIT_METHOD"])
+                module.cleanup_temp_dir()
+                self.assertFalse(os.path.exists(os.environ["TEMP_DIR"]))
+        finally:
+            for key, value in saved.items():
+                os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+        self.assertEqual(layouts[:2], layouts[2:])
+
+    def test_torchcomms_base_picks_upstreams_backend_and_skip(self):
+        from torch.testing._internal import common_distributed as up
+
+        for device in ("cpu", "cuda:1", "xpu", "hpu"):
+            self.assertEqual(common_distributed.C10dTorchCommsTestBase.backend(device),
+                             up.C10dTorchCommsTestBase.backend(device))
+        messages = []
+        for module in (up, common_distributed):
+            class T(module.C10dTorchCommsTestBase):
+                device_type = "cpu"
+
+            self.assertEqual(T.backend_str(), "gloo")
+            with self.assertRaises(unittest.SkipTest) as caught:  # without torchcomms: no backend is there
+                T.__new__(T)._skip_if_backend_unavailable("cuda:0")
+            messages.append(str(caught.exception))
+        self.assertEqual(messages[0], messages[1])
+
+
+class TestCheckpointExtras(unittest.TestCase):
+    """checkpoint_utils' example extension writes upstream's bytes (a checkpoint either one saves, the other
+    loads), and with_checkpoint_logging sets and restores the level as upstream's."""
+
+    def test_extension_round_trip_with_upstreams(self):
+        import tempfile
+
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+        from torch.testing._internal.distributed import checkpoint_utils as up
+
+        from harness.upstream_modules import checkpoint_utils as mine
+
+        for writer_side, reader_side in ((mine, up), (up, mine)):
+            with tempfile.TemporaryDirectory() as path:
+                state = {"w": torch.arange(6.0).reshape(2, 3), "step": torch.tensor(7)}
+                dcp.save(state, storage_writer=FileSystemWriter(path, _extensions=[writer_side.Rot13Example()]),
+                         no_dist=True)
+                loaded = {"w": torch.zeros(2, 3), "step": torch.tensor(0)}
+                dcp.load(loaded, storage_reader=FileSystemReader(
+                    path, _extension_registry=reader_side.get_test_extension_registry()), no_dist=True)
+                self.assertEqual(loaded["w"].tolist(), state["w"].tolist())
+                self.assertEqual(loaded["step"].item(), 7)
+        data = b"Hello, DCP 123 zZ\x00\xff"
+        outs = []
+        for side in (mine, up):
+            import io
+
+            sink = io.BytesIO()
+            writer = side.Rot13Example().transform_to(sink)
+            writer.write(data)
+            writer.flush()
+            back = bytearray(len(data))
+            side.Rot13Example().transform_from(io.BytesIO(sink.getvalue())).readinto(back)
+            outs.append((sink.getvalue(), bytes(back)))
+        self.assertEqual(outs[0], outs[1])
+        self.assertEqual(outs[0][1], data)
+        self.assertEqual(mine.Rot13Example().get_descriptor(), up.Rot13Example().get_descriptor())
+
+    def test_with_checkpoint_logging(self):
+        from torch.testing._internal.distributed import checkpoint_utils as up
+
+        from harness.upstream_modules import checkpoint_utils as mine
+
+        target = logging.getLogger("harness.test.checkpoint")
+        seen = []
+        for side in (up, mine):
+            target.setLevel(logging.WARNING)
+
+            class T(unittest.TestCase):
+                @functools.partial(side.with_checkpoint_logging, logger_name="harness.test.checkpoint",
+                                   level=logging.DEBUG)
+                def test_x(self):
+                    seen.append(target.level)
+                    raise ValueError("boom")
+            result = unittest.TestResult()
+            T("test_x").run(result)
+            seen.append((target.level, len(result.errors)))
+        self.assertEqual(seen[:2], seen[2:])
+        self.assertEqual(seen[:2], [logging.DEBUG, (logging.WARNING, 1)])
+
+
+@nightly("imports upstream's op_db on each of 2 ranks (about 10 s); CI checks @ops' names and runs its tests in "
+         "TestDeviceTypes, and DTensorConverter's yields and values against upstream's in TestDTensorConverter*")
+class TestOpInfoSuiteOnRanks(unittest.TestCase):
+    """An OpInfo DTensor suite as PyTorch writes it (tests/fixtures/fx_opinfo.py) runs on real ranks under the
+    harness: @ops' tests with upstream's names, DTensorConverter's DTensors giving the plain tensors' results."""
+
+    def test_runs_and_passes(self):
+        r = run_fixture(["tests/fixtures/fx_opinfo.py"], base_env(), runner="harness")
+        self.assertEqual(r.returncode, 0, r.describe())
+        for name in ("test_op_add_cpu_float32", "test_op_mul_cpu_float32", "test_named_add_cpu", "test_named_mul_cpu"):
+            self.assertIn(name, r.output, r.describe())
+        self.assertIn("4 passed, 0 failed, 0 skipped", r.output, r.describe())
+        self.assertEqual(r.leftover_processes, {})

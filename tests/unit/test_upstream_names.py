@@ -1,8 +1,9 @@
 """Every ``torch.testing._internal`` name PyTorch's own distributed tests import has a counterpart the port finds, in
 every import form: the names tools/scan_upstream_imports.py found in a sample of upstream's test/distributed
 (docs/upstream-names.txt), and the ones the wider sample named most often. A name is a counterpart (moved to
-``harness`` or to ``harness.upstream_modules``), an upstream test body the port keeps (``harness.port.KEPT``), or a
-name the installed torch does not have (another release's)."""
+``harness`` or to ``harness.upstream_modules``), an upstream test body the port keeps (``harness.port.KEPT``: the RPC
+agent suites, ``DistributedTest``'s c10d bodies and OpInfo's ``op_db``, nothing else), or a name the installed torch
+does not have (another release's)."""
 from __future__ import annotations
 
 import importlib
@@ -10,7 +11,7 @@ import pathlib
 import sys
 import unittest
 
-from harness.port import NAMESPACES, port_source, private_imports
+from harness.port import KEPT, NAMESPACES, port_source, private_imports
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -33,7 +34,17 @@ MOST_KEPT = [f"{_U}.{dotted}" for dotted in (
     "common_fsdp.subtest_name", "common_fsdp._assert_module_states", "common_fsdp.DummyProcessGroup",
     "common_cuda.SM90OrLater", "common_cuda.PLATFORM_SUPPORTS_FP8", "common_cuda.PLATFORM_SUPPORTS_BF16",
     "common_cuda.PLATFORM_SUPPORTS_FLASH_ATTENTION", "common_cuda.PLATFORM_SUPPORTS_MEM_EFF_ATTENTION",
-    "common_device_type.ops", "common_device_type.e4m3_type")]
+    "common_device_type.ops", "common_device_type.e4m3_type",
+    # the names upstream's other c10d and checkpoint tests take with them
+    "common_distributed.DistTestCases", "common_distributed.C10dTorchCommsTestBase",
+    "common_distributed.initialize_temp_directories", "common_distributed.cleanup_temp_dir",
+    "distributed.checkpoint_utils.Rot13Example", "distributed.checkpoint_utils.get_test_extension_registry",
+    "distributed.checkpoint_utils.with_checkpoint_logging")]
+#: the upstream test bodies the port may keep: the RPC agent suites (and the DDP-with-RPC, pipeline and remote-module
+#: bodies that run on them), DistributedTest's c10d bodies, OpInfo's op_db (the data @ops and DTensorConverter take)
+BODIES = {f"{_U}.distributed.rpc.", f"{_U}.distributed.rpc_utils", f"{_U}.distributed.ddp_under_dist_autograd_test",
+          f"{_U}.distributed.pipe_with_ddp_test", f"{_U}.distributed.nn.", f"{_U}.distributed.distributed_test",
+          f"{_U}.common_methods_invocations", f"{_U}.opinfo."}
 #: names with no counterpart yet, and why (none now: a name added here needs its reason)
 GAPS: dict[str, str] = {}
 
@@ -48,6 +59,12 @@ class TestEveryNameHasACounterpart(unittest.TestCase):
         private = [d for d in _listed() if d not in GAPS and status(*d.rsplit(".", 1)) == "private"]
         self.assertEqual(private, [], "names the port leaves private: give each a counterpart in "
                                       "harness/upstream_modules/ (or list an upstream test body in harness.port.KEPT)")
+
+    def test_only_upstream_test_bodies_are_kept(self):
+        self.assertEqual(set(KEPT), BODIES)
+        for dotted in (f"{_U}.common_device_type.ops", f"{_U}.distributed._tensor.common_dtensor.DTensorConverter"):
+            with self.subTest(dotted):
+                self.assertEqual(status(*dotted.rsplit(".", 1)), "namespace")
 
     def test_every_import_form_ports_to_nothing_private(self):
         for dotted in _listed():
