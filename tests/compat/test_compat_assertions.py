@@ -9,6 +9,7 @@ import unittest
 
 import torch
 
+from tests._support import nightly
 from tests.unit.test_assertions import _probe
 
 
@@ -26,6 +27,15 @@ class TestLoadInASubprocess(unittest.TestCase):
         self.assertIsNone(self.t._attempt_load_from_subprocess(good, ""))
         # the check reads what the subprocess said
         self.t._attempt_load_from_subprocess(bad, "", expected_failure_message="Weights only load failed")
+
+    @nightly("the subprocess's load and its words read by test_attempt_load_from_subprocess")
+    def test_attempt_load_from_subprocess_mismatches(self):
+        here = tempfile.mkdtemp(prefix="distharness-load-")
+        self.addCleanup(shutil.rmtree, here, True)
+        good, bad = os.path.join(here, "t.pt"), os.path.join(here, "bad.pt")
+        torch.save({"w": torch.ones(2)}, good)
+        with open(bad, "w") as f:
+            f.write("CX not a checkpoint")
         with self.assertRaisesRegex(AssertionError, r"succeeded; expected it to fail with 'CX never said'"):
             self.t._attempt_load_from_subprocess(good, "", expected_failure_message="CX never said")
         with self.assertRaisesRegex(RuntimeError, "Weights only load failed"):
