@@ -588,7 +588,7 @@ class ops:
 
     Example::
 
-        from torch.testing._internal.common_methods_invocations import op_db   # upstream's data stays
+        op_db = ...   # upstream's OpInfo data (common_methods_invocations.op_db), left an upstream import
 
         class TestOps(DTensorTestBase):
             @with_comms
