@@ -169,11 +169,15 @@ class NestedWrappedModule(nn.Module):
 
         if deterministic:
             torch.manual_seed(0)
-        # built in upstream's order, so a seeded model draws the same weights
+        self.module = self._layers(linear, wrap)
+
+    @staticmethod
+    def _layers(linear: Any, wrap: Any) -> nn.Module:
+        """The layers, built in upstream's order, so a seeded model draws the same weights."""
         first = linear(8, 4)
         inner = wrap(nn.Sequential(wrap(linear(4, 16)), linear(16, 16)))
         third = wrap(linear(16, 4))
-        self.module = nn.Sequential(first, inner, third, linear(4, 8))
+        return nn.Sequential(first, inner, third, linear(4, 8))
 
     def get_input(self, device: Any) -> tuple[torch.Tensor, ...]:
         """One (4, 8) batch, seeded by the rank (each rank its own, the same every call)."""
@@ -269,26 +273,12 @@ class NonUniformReqGradNWM(NestedWrappedModule):
     #: the parameters left trainable, with or without FSDP1's ``_fsdp_wrapped_module`` in their names
     TRAINABLE = r"module\.2.*\.1.*"
 
-    def __init__(self, group: Any, wrap_fsdp: bool, device_init_mode: DEVICEInitMode, deterministic: bool,
-                 **fsdp_kwargs: Any) -> None:
-        nn.Module.__init__(self)
-        self.rank = group.rank()
-        self.world_size = group.size()
-        device = _rank_device() if device_init_mode == DEVICEInitMode.DEVICE_BEFORE else None
-
-        def linear(n_in: int, n_out: int) -> nn.Module:
-            layer = nn.Linear(n_in, n_out)
-            return layer.to(device) if device is not None else layer
-
-        def wrap(layer: nn.Module) -> nn.Module:
-            return _fsdp1()(layer, group, **fsdp_kwargs) if wrap_fsdp else layer
-
-        if deterministic:
-            torch.manual_seed(0)
+    @staticmethod
+    def _layers(linear: Any, wrap: Any) -> nn.Module:
         first = linear(8, 4)  # built in upstream's order, so a seeded model draws the same weights
         middle = wrap(nn.Sequential(wrap(linear(4, 16)), linear(16, 16)))
         last = wrap(nn.Sequential(linear(16, 4), linear(4, 8)))
-        self.module = nn.Sequential(first, middle, last)
+        return nn.Sequential(first, middle, last)
 
     @staticmethod
     def _set_nonuniform_req_grad(model: nn.Module, req_grad_mask: Any) -> None:
