@@ -16,26 +16,22 @@ from tests.unit.test_assertions import _probe
 class TestLoadInASubprocess(unittest.TestCase):
     def setUp(self):
         self.t = _probe()
-
-    def test_attempt_load_from_subprocess(self):
         here = tempfile.mkdtemp(prefix="distharness-load-")
         self.addCleanup(shutil.rmtree, here, True)
-        good, bad = os.path.join(here, "t.pt"), os.path.join(here, "bad.pt")
-        torch.save({"w": torch.ones(2)}, good)
-        with open(bad, "w") as f:
+        self.good, self.bad = os.path.join(here, "t.pt"), os.path.join(here, "bad.pt")
+        torch.save({"w": torch.ones(2)}, self.good)
+        with open(self.bad, "w") as f:
             f.write("CX not a checkpoint")
+
+    def test_attempt_load_from_subprocess(self):
+        good, bad = self.good, self.bad
         self.assertIsNone(self.t._attempt_load_from_subprocess(good, ""))
         # the check reads what the subprocess said
         self.t._attempt_load_from_subprocess(bad, "", expected_failure_message="Weights only load failed")
 
     @nightly("the subprocess's load and its words read by test_attempt_load_from_subprocess")
     def test_attempt_load_from_subprocess_mismatches(self):
-        here = tempfile.mkdtemp(prefix="distharness-load-")
-        self.addCleanup(shutil.rmtree, here, True)
-        good, bad = os.path.join(here, "t.pt"), os.path.join(here, "bad.pt")
-        torch.save({"w": torch.ones(2)}, good)
-        with open(bad, "w") as f:
-            f.write("CX not a checkpoint")
+        good, bad = self.good, self.bad
         with self.assertRaisesRegex(AssertionError, r"succeeded; expected it to fail with 'CX never said'"):
             self.t._attempt_load_from_subprocess(good, "", expected_failure_message="CX never said")
         with self.assertRaisesRegex(RuntimeError, "Weights only load failed"):
