@@ -1,4 +1,4 @@
-"""Ranks that part ways in their collectives (issue 22): tests/fixtures/fx_collectives.py under ``python -m unittest``.
+"""Ranks that part ways in their collectives: tests/fixtures/fx_collectives.py under ``python -m unittest``.
 
 The report says, before the stacks, each rank's last collective per process group and where the ranks
 differ; a rank that ended its test while a peer waits for it in a collective, or in a group's creation,

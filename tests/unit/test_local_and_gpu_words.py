@@ -1,4 +1,4 @@
-"""Pure decisions of #24: which skip reasons mean "needs a GPU" in any wording, whose run() a mixed MRO reaches and
+"""Pure decisions: which skip reasons mean "needs a GPU" in any wording, whose run() a mixed MRO reaches and
 what its line says, what create_local_tensor_test_class builds, what the port tool maps. No processes."""
 import string
 import unittest

@@ -1,4 +1,4 @@
-"""Pure decisions of #17: which skip reasons mean "needs a GPU or NCCL", which classes still run on upstream's
+"""Pure decisions: which skip reasons mean "needs a GPU or NCCL", which classes still run on upstream's
 harness, what the port tool maps them to, and the needs-CUDA summary lines. No processes."""
 import unittest
 
