@@ -84,8 +84,6 @@ _NAMESPACE_PACKAGE = "harness.upstream_modules"
 GONE: dict[str, str] = {
     f"{_UPSTREAM}.common_fsdp.FSDP_DEVICES": "not in torch 2.13's common_fsdp (a newer torch's list of FSDP test "
                                             "devices): no upstream meaning to follow on the torch this supports",
-    f"{_UPSTREAM}.common_utils.HardwareClassification": "not in torch 2.13's common_utils (a newer torch's "
-                                                        "hardware tags): no upstream meaning to follow here",
     f"{_UPSTREAM}.common_fsdp.FSDP_DEVICE_TYPE": "not in torch 2.13's common_fsdp",
 }
 

@@ -32,8 +32,11 @@ from harness.testing.requirements import (flag, get_required_world_size, require
                                           with_dist_debug_levels)
 from harness.testing.subtests import run_subtests
 from harness.models import SaveForwardInputsModel, SaveForwardInputsModule
-from harness.upstream_modules.common_utils import (TEST_HPU, TEST_XPU, LazyVal, getRocmVersion, isRocmArchAnyOf,
-                                                   skip_but_pass_in_sandcastle_if, torch_release)
+from harness.upstream_modules.common_utils import (FILE_SCHEMA, IS_SANDCASTLE, TEST_CUDA, TEST_HPU, TEST_WITH_TSAN,
+                                                   TEST_XPU, LazyVal, TestCase, find_free_port, getRocmVersion,
+                                                   isRocmArchAnyOf, retry_on_connect_failures,
+                                                   skip_but_pass_in_sandcastle, skip_but_pass_in_sandcastle_if,
+                                                   torch_release)
 
 __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinousTest", "MultiThreadedTestCase",
            "DistributedTestBase", "DynamoDistributedMultiProcTestCase", "DynamoDistributedSingleProcTestCase",
@@ -52,7 +55,11 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            "DDP_RANK_DEVICES", "ACCELERATOR_DIST_BACKENDS", "HAS_ACCELERATOR", "requires_mpi", "requires_ucc",
            "requires_xccl", "skip_if_rocm_ver_atleast_multiprocess", "nccl_skip_if_lt_x_gpu",
            "require_n_gpus_for_nccl_backend", "has_efa", "core_dumps_disabled", "DistTestCases",
-           "C10dTorchCommsTestBase", "initialize_temp_directories", "cleanup_temp_dir", "tmp_dir"]
+           "C10dTorchCommsTestBase", "initialize_temp_directories", "cleanup_temp_dir", "tmp_dir",
+           # common_utils's names upstream's module imports, which test files take from it too
+           "FILE_SCHEMA", "find_free_port", "IS_SANDCASTLE", "LazyVal", "retry_on_connect_failures",
+           "skip_but_pass_in_sandcastle", "skip_but_pass_in_sandcastle_if", "TEST_CUDA", "TEST_HPU", "TEST_WITH_TSAN",
+           "TEST_XPU", "TestCase"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")

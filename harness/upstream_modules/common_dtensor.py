@@ -42,7 +42,7 @@ __all__ = ["DTensorTestBase", "DTensorContinuousTestBase", "DTensorOpTestBase", 
            "patched_distribute_tensor", "redistribute", "make_full_tensor", "reduce_local_int",
            "op_strategy_context", "validate_sharding_rule_sample", "validate_sharding_rule_sample_backward",
            "Experts", "ExpertLayer", "TensorParallelForExpert", "ExpertParallel", "ExpertParallelWithTP",
-           "LocalDTensorContinuousTestBase", "make_wrapped", "DTensorConverter"]
+           "LocalDTensorContinuousTestBase", "make_wrapped", "DTensorConverter", "_get_device_type"]
 
 
 def _accelerator() -> Any:
@@ -61,6 +61,12 @@ PG_BACKEND: str = dist.Backend.default_device_backend_map.get(DEVICE_TYPE, "gloo
 NUM_DEVICES: int = min(4, max(2, torch.cuda.device_count())) if flag("TEST_WITH_ROCM") else 4
 if DEVICE_COUNT > 1:
     NUM_DEVICES = min(NUM_DEVICES, DEVICE_COUNT)
+
+
+def _get_device_type(world_size: int) -> str:
+    """The device a ``world_size``-rank DTensor test runs on (torch 2.15's helper): the accelerator's type where it
+    has a device for every rank, else ``"cpu"``."""
+    return DEVICE_TYPE if _FOUND is not None and DEVICE_COUNT >= world_size else "cpu"
 
 
 def map_local_tensor_for_rank(tensor: Any, rank: Any, func: Any) -> Any:

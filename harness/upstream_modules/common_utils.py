@@ -14,6 +14,7 @@ import tempfile
 import time
 import unittest
 import warnings
+from enum import Enum
 from typing import Any, Callable, Iterator
 
 import torch
@@ -35,7 +36,8 @@ __all__ = ["run_tests", "TestCase", "parametrize", "instantiate_parametrized_tes
            "lazy_skip_if", "IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR", "requires_cuda",
            "suppress_warnings", "wrapSwapTensorsTest", "xfailIfTorchDynamo", "getRocmVersion", "isRocmArchAnyOf",
            "skipIfRocmVersionLessThan", "runOnRocmArch", "skipIfWindows", "MI350_ARCH", "MI200_ARCH",
-           "TEST_CUDA_PYTHON_BINDINGS", "requires_cuda_python_bindings", "TEST_CUDA_GRAPH", "device_sleep", "check_leaked_tensors"]
+           "TEST_CUDA_PYTHON_BINDINGS", "requires_cuda_python_bindings", "TEST_CUDA_GRAPH", "device_sleep", "check_leaked_tensors",
+           "FILE_SCHEMA", "HardwareClassification"]
 
 
 def torch_release() -> tuple[int, int]:
@@ -103,6 +105,29 @@ def _skip_where(condition: Callable[[], bool], reason: str) -> Callable[[Any], A
 
 
 lazy_skip_if = _skip_where  # upstream's name (2.13 on): the same rule
+
+#: the prefix of a ``file://`` init method or store path: a third slash before a Windows drive letter
+FILE_SCHEMA: str = "file:///" if sys.platform == "win32" else "file://"
+
+
+class HardwareClassification(Enum):
+    """What hardware a test class needs, as its ``hw_classification`` class attribute names it (torch 2.15 on):
+    device-agnostic logic (``GENERIC``), behaviour every accelerator must share (``ACCELERATOR``), or one device.
+    The harness runs every class whatever it declares; the attribute is metadata here, read by nothing.
+
+    Example::
+
+        class TestFoo(TestCase):
+            hw_classification = HardwareClassification.ACCELERATOR
+    """
+
+    GENERIC = "generic"
+    ACCELERATOR = "accelerator"
+    CPU = "cpu"
+    CUDA = "cuda"
+    MPS = "mps"
+    XPU = "xpu"
+
 
 #: upstream's CI flag: on wherever ``CI`` is set to anything non-empty (GitHub sets CI=true)
 IS_CI: bool = bool(os.environ.get("CI"))

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import functools
 import unittest
+from typing import Any, Callable
 
 import torch
 
 from harness.upstream_modules.common_utils import LazyVal
 
 __all__ = ["HAS_TRITON", "HAS_CUDA_AND_TRITON", "HAS_XPU_AND_TRITON", "HAS_GPU", "HAS_GPU_AND_TRITON", "HAS_MPS",
-           "HAS_CPU", "HAS_MULTIGPU", "GPU_TYPE", "GPU_TYPES", "requires_gpu", "requires_triton"]
+           "HAS_CPU", "HAS_MULTIGPU", "GPU_TYPE", "GPU_TYPES", "requires_gpu", "requires_triton", "skipDeviceIf",
+           "skipCUDAIf", "skipXPUIf", "skipCPUIf"]
 
 #: the device types inductor compiles for with triton, in torch's order
 GPU_TYPES = ("cuda", "mps", "xpu", "mtia")
@@ -68,3 +70,36 @@ HAS_CPU = LazyVal(_compiles_cpp)
 #: skip a test without a GPU (or an Apple GPU), or without triton
 requires_gpu = functools.partial(unittest.skipIf, not (HAS_GPU or HAS_MPS), "requires gpu")
 requires_triton = functools.partial(unittest.skipIf, not HAS_TRITON, "requires triton")
+
+
+def skipDeviceIf(cond: Any, msg: str, *, device: str) -> Callable[[Any], Any]:
+    """Skip a test method with ``msg`` when ``cond`` holds and the test runs on ``device``: the test's own
+    ``self.device`` (an attribute or property of the class, e.g. FSDP tests' device), read when it runs. With
+    ``cond`` false the method is left as it was. Unlike ``common_device_type.skipCUDAIf`` this reads ``self.device``,
+    not the device type a device-type test was instantiated for.
+
+    Example::
+
+        @skipCUDAIf(not SM90OrLater, "needs sm90")
+        def test_x(self): ...
+    """
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if not cond:
+            return fn
+
+        @functools.wraps(fn)
+        def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not hasattr(self, "device"):
+                raise AttributeError(f"{type(self).__name__}.{fn.__name__}: skip{device.upper()}If reads self.device, "
+                                     "which this test class does not have; in a device-type test use "
+                                     "common_device_type's decorator of the same name")
+            if str(self.device) == device:
+                raise unittest.SkipTest(msg)
+            return fn(self, *args, **kwargs)
+        return checked
+    return decorate
+
+
+skipCUDAIf = functools.partial(skipDeviceIf, device="cuda")
+skipXPUIf = functools.partial(skipDeviceIf, device="xpu")
+skipCPUIf = functools.partial(skipDeviceIf, device="cpu")

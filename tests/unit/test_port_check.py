@@ -14,6 +14,7 @@ from torch.testing._internal.common_distributed import DynamoDistributedMultiPro
 from torch.testing._internal.common_fsdp import MLP, get_devtype
 from torch.testing._internal.distributed._tensor.common_dtensor import MLPModule, ModelArgs, Transformer
 from torch.testing._internal.distributed.fake_pg import FakeStore
+from torch.testing._internal.common_fsdp import FSDP_DEVICES
 '''
 
 
@@ -28,10 +29,11 @@ class TestPort(unittest.TestCase):
     def test_real_imports_move(self):
         result = port_source(SAMPLE, "t.py")
         self.assertEqual(len(result.unmapped), 1)
-        self.assertRegex(result.unmapped[0], r"^torch.testing._internal.common_utils.HardwareClassification: not in "
-                                             r"torch 2.13's common_utils .*\(line 1\)$")
+        self.assertRegex(result.unmapped[0], r"^torch.testing._internal.common_fsdp.FSDP_DEVICES: not in "
+                                             r"torch 2.13's common_fsdp .*\(line 7\)$")
+        self.assertIn("from harness.upstream_modules.common_utils import HardwareClassification\n", result.new)
         left = private_imports(result.new, "t.py")
-        self.assertEqual(left, ["t.py:2: torch.testing._internal.common_utils: HardwareClassification"])
+        self.assertEqual(left, ["t.py:7: torch.testing._internal.common_fsdp: FSDP_DEVICES"])
         compile(result.new, "t.py", "exec")
 
     def test_check_exits_non_zero_while_one_is_left(self):
@@ -48,12 +50,10 @@ class TestPort(unittest.TestCase):
             subprocess.run([sys.executable, "-m", "harness.port", "-q", path], check=True, capture_output=True)
             run = subprocess.run([sys.executable, "-m", "harness.port", "--check", folder], capture_output=True,
                                  text=True)
-            self.assertEqual(run.returncode, 1)  # HardwareClassification: not in the supported torch
-            self.assertEqual(run.stdout.strip(), f"{path}:2: torch.testing._internal.common_utils: "
-                                                 "HardwareClassification")
+            self.assertEqual(run.returncode, 1)  # FSDP_DEVICES: newer than every supported torch
+            self.assertEqual(run.stdout.strip(), f"{path}:7: torch.testing._internal.common_fsdp: FSDP_DEVICES")
             with open(path) as f:
-                text = f.read().replace("from torch.testing._internal.common_utils import HardwareClassification\n",
-                                        "")
+                text = f.read().replace("from torch.testing._internal.common_fsdp import FSDP_DEVICES\n", "")
             with open(path, "w") as f:
                 f.write(text)
             run = subprocess.run([sys.executable, "-m", "harness.port", "--check", path], capture_output=True,

@@ -278,6 +278,55 @@ class TestNamesRealFilesImport(unittest.TestCase):
         for name in ("e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"):
             self.assertEqual(getattr(common_device_type, name), getattr(up_cdt, name), name)
 
+    def test_names_of_newer_releases_and_reexports(self):
+        from torch.testing._internal import common_distributed as up_dist, common_utils as up_utils
+        from torch.testing._internal.distributed._tensor import common_dtensor as up_dt
+
+        self.assertEqual(common_utils.FILE_SCHEMA, up_utils.FILE_SCHEMA)
+        for name in ("FILE_SCHEMA", "find_free_port", "IS_SANDCASTLE", "LazyVal", "retry_on_connect_failures",
+                     "skip_but_pass_in_sandcastle", "skip_but_pass_in_sandcastle_if", "TEST_CUDA", "TEST_HPU",
+                     "TEST_WITH_TSAN", "TEST_XPU", "TestCase"):
+            with self.subTest(name):  # upstream's common_distributed hands on common_utils's own objects; so do we
+                self.assertIs(getattr(up_dist, name), getattr(up_utils, name))
+                self.assertIs(getattr(common_distributed, name), getattr(common_utils, name))
+        if hasattr(up_utils, "HardwareClassification"):  # torch 2.15 on
+            self.assertEqual([(m.name, m.value) for m in common_utils.HardwareClassification],
+                             [(m.name, m.value) for m in up_utils.HardwareClassification])
+        if hasattr(up_dt, "_get_device_type"):  # torch 2.15 on
+            for world_size in (1, 2, 4096):
+                self.assertEqual(common_dtensor._get_device_type(world_size), up_dt._get_device_type(world_size))
+
+    def test_inductor_device_skips(self):
+        ran = []
+
+        class T(unittest.TestCase):
+            device = "cpu"
+
+            @inductor_utils.skipCPUIf(True, "not on cpu")
+            def test_skipped(self):
+                ran.append("skipped")
+
+            @inductor_utils.skipCPUIf(False, "never")
+            def test_false_condition(self):
+                ran.append("false")
+
+            @inductor_utils.skipCUDAIf(True, "not on cuda")
+            def test_other_device(self):
+                ran.append("other")
+
+        class NoDevice(unittest.TestCase):
+            @inductor_utils.skipCUDAIf(True, "not on cuda")
+            def test_x(self):
+                pass
+
+        result = unittest.TestResult()
+        unittest.defaultTestLoader.loadTestsFromTestCase(T).run(result)
+        self.assertEqual(sorted(ran), ["false", "other"])
+        self.assertEqual([why for _, why in result.skipped], ["not on cpu"])
+        result = unittest.TestResult()
+        NoDevice("test_x").run(result)
+        self.assertIn("reads self.device", result.errors[0][1])
+
     def test_inductor_flags_follow_the_machine(self):
         from torch.utils._triton import has_triton
 
@@ -297,6 +346,19 @@ class TestNamesRealFilesImport(unittest.TestCase):
         self._same_flags(up_ind, inductor_utils, ["HAS_TRITON", "HAS_CUDA_AND_TRITON", "HAS_XPU_AND_TRITON", "HAS_GPU",
                                                   "HAS_GPU_AND_TRITON", "HAS_MPS", "HAS_MULTIGPU"])
         self.assertEqual(inductor_utils.GPU_TYPE, up_ind.GPU_TYPE)
+        for cond in (True, False):  # the test's self.device decides, as upstream's
+            for device in ("cpu", "cuda"):
+                outcomes = []
+                for skip in (inductor_utils.skipCPUIf, up_ind.skipCPUIf):
+                    class T(unittest.TestCase):
+                        @skip(cond, "why")
+                        def test_x(self):
+                            pass
+                    T.device = device
+                    result = unittest.TestResult()
+                    T("test_x").run(result)
+                    outcomes.append([why for _, why in result.skipped])
+                self.assertEqual(outcomes[0], outcomes[1], (cond, device))
         for name in triton_utils.__all__:
             with self.subTest(name):
                 a, b = self._verdicts([getattr(triton_utils, name), getattr(up_triton, name)])
