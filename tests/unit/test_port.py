@@ -135,8 +135,8 @@ class TestModuleImports(unittest.TestCase):
         self.assertIn("not in torch 2.13's common_fsdp", r.unmapped[0])
 
     def test_a_name_upstream_has_but_the_harness_does_not_is_listed_plainly(self):
-        r = port_source("from torch.testing._internal.common_distributed import retrieve_result_from_completion_queue\n")
-        self.assertEqual(r.unmapped, ["torch.testing._internal.common_distributed.retrieve_result_from_completion_queue "
+        r = port_source("from torch.testing._internal.common_distributed import ProcessLocalGroup\n")
+        self.assertEqual(r.unmapped, ["torch.testing._internal.common_distributed.ProcessLocalGroup "
                                       "(line 1)"])
 
     def test_every_namespace_offers_what_it_says(self):
