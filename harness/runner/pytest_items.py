@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 
 from harness.parent.pytest_fixtures import ini_values, needs_fixtures
 from harness.parent.pytest_marks import marks_of
+from harness.shared import pytest_outcomes
 from harness.shared.status import Status
 
 __all__ = ["Node", "PytestTest", "available", "pytest_style", "candidates", "hosted", "expand", "in_session",
@@ -514,6 +515,10 @@ class _Session(_Quiet):
             self._reports = reports
             try:
                 item.ihook.pytest_runtest_protocol(item=item, nextitem=self._next(nodeid))
+            except Exception as exc:  # pytest re-raises only its Exit (pytest.exit()) from a test's protocol
+                if not pytest_outcomes.is_exit(exc):
+                    raise
+                self._stopped(test, result, reports, exc)
             finally:
                 self._reports = None
                 self._release_terminal()
@@ -524,6 +529,17 @@ class _Session(_Quiet):
         finally:
             result.stopTest(test)
         return result
+
+
+    def _stopped(self, test: PytestTest, result: Any, reports: list[Any], exc: Any) -> None:
+        """``pytest.exit()`` in the test or a fixture: the verdict its call already had (pytest counts a call that
+        passed before a tear-down called it), else none (the runner's result marks it interrupted); then the run
+        stops, as pytest's does: :class:`PytestExit` unwinds the runner's suite as Ctrl-C does, once pytest has torn
+        its fixtures down."""
+        if any(rep.when == "call" or rep.failed or rep.skipped for rep in reports):
+            status, reason, texts = judge(reports, self.config)
+            result.add_reported(test, status, reason, texts, output=_output(reports))
+        raise pytest_outcomes.PytestExit(str(getattr(exc, "msg", exc)), getattr(exc, "returncode", None)) from exc
 
 
 @functools.lru_cache(maxsize=None)
