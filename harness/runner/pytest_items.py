@@ -205,13 +205,17 @@ class _Collector(_Quiet):
 
 
 def _node_of(item: Any, modules: dict[str, str]) -> Node:
+    """``item`` as a :class:`Node`, named by the module of its file in ``modules`` (file -> module: the name the
+    front end imported it by, ``__main__`` under ``run_tests()``), else by the module pytest imported."""
     import pytest
 
     module = item.getparent(pytest.Module)
     cls = item.getparent(pytest.Class)
-    name = getattr(getattr(module, "obj", None), "__name__", None) if module is not None else None
+    name = modules.get(str(Path(str(item.path)).resolve()))
+    if name is None:
+        name = getattr(getattr(module, "obj", None), "__name__", None) if module is not None else None
     if name is None:  # an item of a collector of the project's own
-        name = modules.get(str(Path(str(item.path)).resolve()), Path(str(item.path)).stem)
+        name = Path(str(item.path)).stem
     qualname = getattr(getattr(cls, "obj", None), "__qualname__", "") if cls is not None else ""
     return Node(item.nodeid, name, qualname, item.name)
 
