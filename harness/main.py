@@ -71,12 +71,47 @@ class _Result(unittest.TextTestResult):
     itself: classes still on upstream's harness, skips for want of a GPU or NCCL (the run's notes)."""
 
     harness_run: Any = None
+    #: the test running, and whether it has an outcome yet (pytest.exit() may stop it before it has one)
+    harness_test: Any = None
+    harness_seen = False
 
     def startTest(self, test: unittest.TestCase) -> None:
         self.harness_run.notes.test_class_seen(test)
+        self.harness_test, self.harness_seen = test, False
         super().startTest(test)
 
+    def addSuccess(self, test: unittest.TestCase) -> None:
+        self.harness_seen = True
+        super().addSuccess(test)
+
+    def addFailure(self, test: unittest.TestCase, err: Any) -> None:
+        self.harness_seen = True
+        super().addFailure(test, err)
+
+    def addError(self, test: unittest.TestCase, err: Any) -> None:
+        from harness.shared.pytest_outcomes import stop_if_exit
+
+        stop_if_exit(err[1])  # pytest.exit() in a TestCase test: the run stops
+        self.harness_seen = True
+        super().addError(test, err)
+
+    def addExpectedFailure(self, test: unittest.TestCase, err: Any) -> None:
+        self.harness_seen = True
+        super().addExpectedFailure(test, err)
+
+    def addUnexpectedSuccess(self, test: unittest.TestCase) -> None:
+        self.harness_seen = True
+        super().addUnexpectedSuccess(test)
+
+    def add_stopped(self, exc: BaseException) -> None:
+        """pytest.exit() stopped the run: the test it stopped, which has no outcome, an error that says so (the
+        runner's ``INTR``); a test whose verdict came before (a tear-down called it) keeps it."""
+        if self.harness_test is not None and not self.harness_seen:
+            self.addError(self.harness_test, _reported(f"{exc}, called by this test or one of its fixtures: the run "
+                                                       "stopped here"))
+
     def addSkip(self, test: unittest.TestCase, reason: str) -> None:
+        self.harness_seen = True
         super().addSkip(test, reason)
         self.harness_run.notes.skip_seen(test, reason)
 
@@ -162,5 +197,8 @@ class _Stoppable:
         except PytestExit as exc:
             self.stopped = exc
             self.not_run = self.count - (result.testsRun - before)
+            stopped = getattr(result, "add_stopped", None)
+            if stopped is not None:
+                stopped(exc)
             result.stop()
             return result

@@ -543,7 +543,7 @@ class _Session(_Quiet):
         if any(rep.when == "call" or rep.failed or rep.skipped for rep in reports):
             status, reason, texts = judge(reports, self.config)
             result.add_reported(test, status, reason, texts, output=_output(reports))
-        raise pytest_outcomes.PytestExit(str(getattr(exc, "msg", exc)), getattr(exc, "returncode", None)) from exc
+        pytest_outcomes.stop_if_exit(exc)
 
 
 @functools.lru_cache(maxsize=None)

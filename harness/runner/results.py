@@ -286,6 +286,7 @@ class RunnerResult(unittest.TestResult):
         entry.problems.append(Problem(Status.FAILED, entry.test_id, self._last_text(self.failures)))
 
     def addError(self, test: unittest.TestCase, err: Any) -> None:
+        pytest_outcomes.stop_if_exit(err[1])  # pytest.exit() in a TestCase test: the run stops (no verdict: INTR)
         self._outcome_seen = True
         super().addError(test, err)
         entry = self._entry_for(test)

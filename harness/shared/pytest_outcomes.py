@@ -21,7 +21,7 @@ from harness.shared.errors import StrictXPass
 from harness.shared.status import Status
 
 __all__ = ["outcome", "is_skip", "skip_reason", "StrictXPass", "raise_xfail", "xfail_reason", "PytestExit", "is_exit",
-           "exit_status"]
+           "stop_if_exit", "exit_status"]
 
 
 def _pytest() -> Any:
@@ -111,6 +111,14 @@ def is_exit(exc: BaseException | None) -> bool:
     """``exc`` is pytest's ``Exit`` (``pytest.exit()``)."""
     pytest = _pytest()
     return pytest is not None and exc is not None and isinstance(exc, pytest.exit.Exception)
+
+
+def stop_if_exit(exc: BaseException | None) -> None:
+    """Raise :class:`PytestExit` when ``exc`` is pytest's ``Exit``: a front end's result object calls it with an
+    error a test raised itself (a ``TestCase`` test no pytest runs), so that ``pytest.exit()`` there stops the run too,
+    as pytest's unittest support stops it."""
+    if is_exit(exc):
+        raise PytestExit(str(getattr(exc, "msg", exc)), getattr(exc, "returncode", None)) from exc
 
 
 def exit_status(words: str) -> int | None:
