@@ -4,7 +4,8 @@ pytest's verdicts and pytest's counts, and ``pytest.exit()`` stopping the run.
 ``fx_main_mixed.py`` mixes what ported test files mix: ``TestCase`` classes that take pytest's fixtures (an autouse
 fixture of the class, ``usefixtures``), a ``TestCase`` that needs none, a harness distributed test that uses a
 fixture, test functions, parametrized tests, a skip, a strict xfail, an xpass, a fixture that fails in set-up and a
-test that fails and whose fixture then fails in tear-down. Its own ``run_tests()`` hands pytest what only pytest runs,
+test that fails and whose fixture then fails in tear-down, a test that takes pytest's ``cache`` (the runner's pytest
+sessions keep pytest's cache plugin, with a cache directory of their own). Its own ``run_tests()`` hands pytest what only pytest runs,
 as the runner does (harness.runner.pytest_items), and unittest's report counts each verdict as pytest counts it.
 
 ``fx_main_exit.py`` calls ``pytest.exit(..., returncode=3)`` in a fixture after a harness distributed test started its
@@ -37,6 +38,7 @@ PYTEST = {
     "TestPlainClass::test_param[a.b]": ((PASSED,), ""),
     "TestPlainClass::test_param[c d]": ((PASSED,), ""),
     "test_function": ((PASSED,), ""),
+    "test_cache_fixture": ((PASSED,), ""),
     "test_square[1-1]": ((PASSED,), ""),
     "test_square[2-4]": ((PASSED,), ""),
     "test_square[3-10]": ((FAILED,), ""),
@@ -195,8 +197,18 @@ class TestMixedUnderPytest(FixtureTestCase):
     """``python -m pytest tests/fixtures/pytest_main/fx_main_mixed.py -rA``: the reference."""
 
     RUNNER = "pytest"
-    ARGS = [MIXED, "-p", "no:cacheprovider", "-q", "-rA"]
     ENV = {"HARNESS_TRIAGE": "0"}
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.cache = tempfile.mkdtemp(prefix="distharness-cache-")  # test_cache_fixture needs pytest's cache
+        cls.ARGS = [MIXED, "-o", f"cache_dir={cls.cache}", "-q", "-rA"]
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        shutil.rmtree(cls.cache, ignore_errors=True)
+        super().tearDownClass()
 
     def test_the_count_line_is_the_tables(self):
         c = pytest_counts()

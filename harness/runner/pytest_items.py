@@ -41,11 +41,11 @@ from harness.shared.status import Status
 __all__ = ["Node", "PytestTest", "available", "pytest_style", "candidates", "hosted", "expand", "in_session",
            "judge", "folders_outside_packages"]
 
-#: pytest's own options for the sessions the runner starts: no cache files written, the distharness plugin once
-#: (under its module's name, whether or not an entry point would load it)
+#: pytest's own options for the sessions the runner starts: the distharness plugin once (under its module's name,
+#: whether or not an entry point would load it); the cache is the session's own (:func:`_pytest_main`)
 _PLUGIN = "harness.pytest_plugin"
 _INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: Ctrl-C while pytest collected
-_ARGS = ("-p", "no:cacheprovider", "-p", "no:distharness", "-p", _PLUGIN)
+_ARGS = ("-p", "no:distharness", "-p", _PLUGIN)
 
 
 def available() -> bool:
@@ -221,9 +221,20 @@ def _node_of(item: Any, modules: dict[str, str]) -> Node:
 
 
 def _pytest_main(args: list[str], plugin: Any) -> int:
+    """``pytest.main`` with the runner's options, and a cache of its own: pytest's cache plugin stays on (the ``cache``
+    fixture works, and a project's ``addopts`` may name ``--lf``/``--ff``/``--sw``), its directory a new one that is
+    removed afterwards (``-o cache_dir``), as a fresh checkout's: nothing of the project's ``.pytest_cache`` is read or
+    written (pytest's own runs keep it; the runner's select with ``-k``/``-i``)."""
+    import shutil
+    import tempfile
+
     import pytest
 
-    return int(pytest.main([*args, *_ARGS], plugins=[plugin]))
+    cache = tempfile.mkdtemp(prefix="harness-pytest-cache-")
+    try:
+        return int(pytest.main([*args, *_ARGS, "-o", f"cache_dir={cache}"], plugins=[plugin]))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @dataclasses.dataclass
