@@ -15,6 +15,15 @@ The distharness plugin is loaded there with the runner's run lent to it (its ran
 failure is its rank report, and its placement is the entry's. Each test's reports are judged as pytest's terminal
 counts them (``pytest_report_teststatus``) and given to the runner's result as data.
 
+A module's own ``run_tests()`` (harness.main) takes the same path for its module: :func:`expand` on what unittest
+loaded from ``__main__`` (pytest's items named by that module), :func:`in_session` around unittest's run.
+
+``pytest.exit()`` in a test or a fixture pytest runs here stops the run as it stops pytest's: pytest's ``Exit``
+becomes harness.shared.pytest_outcomes.PytestExit, which unwinds the runner's suite as Ctrl-C does, its words the
+report's and its exit code pytest's.
+
+pytest's cache plugin stays on, with a cache directory of each run's own (:func:`_pytest_main`).
+
 Without pytest such tests are skips that say pytest runs them.
 """
 from __future__ import annotations
