@@ -134,6 +134,7 @@ class _Result(unittest.TextTestResult):
                 self.addError(test, _reported(text))
             else:
                 self.addFailure(test, _reported(text))
+        self._mirrorOutput = False  # (-b) what it printed is in pytest's report: pytest's capture held it, not ours
 
     def _exc_info_to_string(self, err: Any, test: unittest.TestCase) -> str:
         if isinstance(err[1], _Reported):

@@ -62,10 +62,11 @@ def pytest_counts() -> dict[str, int]:
 
 
 class TestRunTestsRunsWhatPytestRuns(FixtureTestCase):
-    """``python tests/fixtures/pytest_main/fx_main_mixed.py -v``: the file's own ``run_tests()``."""
+    """``python tests/fixtures/pytest_main/fx_main_mixed.py -v -b``: the file's own ``run_tests()`` (``-b``: what a
+    test pytest ran printed is in pytest's report, not unittest's buffer)."""
 
     RUNNER = MIXED
-    ARGS = ["-v"]
+    ARGS = ["-v", "-b"]
     ENV = {"HARNESS_TRIAGE": "0"}
 
     def verdicts(self) -> dict[str, tuple[tuple[str, ...], str]]:
