@@ -12,7 +12,7 @@ as the runner does (harness.runner.pytest_items), and unittest's report counts e
 ranks: the run stops there, says so, ends with pytest's exit code, tears the session fixture down and leaves no rank.
 
 CI runs ``python fx_main_mixed.py`` (run_tests()) and the runner on ``fx_main_exit.py``; the nightly tier checks the
-table against pytest itself on both files, and ``run_tests()`` on ``fx_main_exit.py``.
+table against pytest itself on both files, ``run_tests()`` on ``fx_main_exit.py`` and the runner on it with ``-j 2``.
 """
 import os
 import re
@@ -166,7 +166,26 @@ class TestPytestExitUnderTheRunner(_Stops, FixtureTestCase):
         self.assertEqual(self.r.stdout.strip().splitlines()[-1], "2 passed, 1 failed, 0 skipped", self.r.describe())
 
 
-@nightly("the same stop under the runner (TestPytestExitUnderTheRunner), through the same pytest session")
+@nightly("the stop in one runner process (TestPytestExitUnderTheRunner); -j's workers run their share the same way")
+class TestPytestExitUnderTheRunnerWithJobs(FixtureTestCase):
+    """``python -m harness tests/fixtures/pytest_main/fx_main_exit.py -j 2``: the worker that ran the module's
+    functions stops at pytest.exit(); the other finishes its share; the run ends with the stop."""
+
+    RUNNER = "harness"
+    ARGS = [EXIT, "-j", "2"]
+    ENV = {"HARNESS_TRIAGE": "0"}
+
+    def test_the_worker_stopped_and_the_run_ends_with_pytest_exits_code(self):
+        self.assertMatchesReport(r"^j\d \[\s*\d+/\d+\] INTR\s+fx_main_exit\.test_stops_in_its_fixture ")
+        self.assertMatchesReport(r"^" + re.escape(_Stops.STOP) + r": \d of 5 selected tests did not run$")
+        self.assertNotIn("fx_main_exit.test_after ", self.r.stdout, self.r.describe())  # the function after it
+        self.assertEqual(self.r.returncode, 3, self.r.describe())
+
+    def test_nothing_left(self):
+        self.check_nothing_left()
+
+
+@nightly("the same stop under the runner (TestPytestExitUnderTheRunner), through the same pytest run")
 class TestPytestExitUnderRunTests(_Stops, FixtureTestCase):
     """``python tests/fixtures/pytest_main/fx_main_exit.py -v``: the file's own ``run_tests()``."""
 
