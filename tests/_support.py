@@ -203,13 +203,15 @@ class FixtureRun:
 
 def start_fixture(args: list[str], env: dict[str, str] | None = None, runner: str = "unittest"
                   ) -> tuple[subprocess.Popen, str, str]:
-    """Start ``python -m <runner> <args>`` in the repository; returns (process, token, tmpdir)."""
+    """Start ``python -m <runner> <args>`` in the repository (``python <runner> <args>`` for a ``.py`` file, as a user
+runs a test file's own ``run_tests()``); returns (process, token, tmpdir)."""
     token = uuid.uuid4().hex
     tmpdir = tempfile.mkdtemp(prefix="distharness-suite-")
     full_env = dict(base_env() if env is None else env)
     full_env[TOKEN_VAR] = token
     full_env["TMPDIR"] = tmpdir
-    cmd = [sys.executable, "-m", runner, *(PYTEST_PLUGIN if runner == "pytest" else []), *args]
+    cmd = [sys.executable, *([runner] if runner.endswith(".py") else ["-m", runner]),
+           *(PYTEST_PLUGIN if runner == "pytest" else []), *args]
     # stdin from /dev/null, as in CI: a run started from a terminal must not find one here
     proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)

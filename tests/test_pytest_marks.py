@@ -5,8 +5,8 @@ pytest with the plugin, and every front end gives each test the same verdict and
 marks on a method, a class (whose ``setUpClass`` does not run) and a module's ``pytestmark``, xfail marks (strict,
 ``raises=`` matched against the class a rank raised, ``run=False``), ``pytest.skip``/``xfail``/``fail`` in a rank's
 body (one rank skipping), ``pytest.importorskip`` at a module's top. The tests that need pytest's fixtures the runner
-hands to pytest (harness.runner.pytest_items), with pytest's verdicts; a module's own ``run_tests()`` skips them,
-saying so and naming the command that runs them.
+and a module's own ``run_tests()`` hand to pytest (harness.runner.pytest_items), with pytest's verdicts; without
+pytest they are skips that name the command that runs them (tests/unit/test_pytest_items.py).
 
 Every front end is held to one table, pytest's verdicts: CI runs the fixture once, under the runner; the nightly
 tier under pytest (which checks the table itself), ``run_tests.py`` and ``run_tests()``.
@@ -47,7 +47,7 @@ SAME = {
                                  "'distharness_no_such_package'"),
 }
 
-#: the tests that need pytest's fixtures: skips under run_tests() ...
+#: the tests that need pytest's fixtures: skips where pytest is not importable (run_tests() under torchrun too) ...
 NEEDS_PYTEST = {
     "fx_marks.TestMarks.test_fixture_argument": "needs pytest: fixtures tmp_path (argument); run it with: python -m "
                                                 "pytest tests/fixtures/pytest_style/fx_marks.py::TestMarks::"
@@ -62,14 +62,18 @@ NEEDS_PYTEST = {
         "needs pytest: fixtures project_env (autouse, tests/fixtures/pytest_style/autouse/conftest.py); run it with: "
         "python -m pytest tests/fixtures/pytest_style/autouse/fx_autouse.py::TestWithAutouse::test_env_from_conftest"),
 }
-#: ... and what pytest makes of them, under pytest and the runner (pytest gives no fixture to a unittest.TestCase
-#: method's arguments either)
+#: ... and what pytest makes of them, under pytest, the runner and run_tests() (pytest gives no fixture to a
+#: unittest.TestCase method's arguments either)
 UNDER_PYTEST = {"fx_marks.TestMarks.test_fixture_argument": (FAILED, ""),
                 "fx_marks.TestMarks.test_uses_fixture": (PASSED, ""),
                 "autouse.fx_autouse.TestWithAutouse.test_env_from_conftest": (PASSED, "")}
 
 
 def _key(test_id: str) -> str:
+    """A test's key in the tables: its id in the folder (a node id, ``path.py::Class::test``, as its dotted id)."""
+    if ".py::" in test_id:
+        path, _, rest = test_id.partition(".py::")
+        test_id = path.replace("/", ".") + "." + rest.replace("::", ".")
     return test_id.removeprefix(PREFIX).replace("__main__.", "fx_marks.")
 
 
@@ -218,17 +222,20 @@ class TestUnderRunTests(_Checks, FixtureTestCase):
         words = {"ok": PASSED, "FAIL": FAILED, "ERROR": FAILED, "expected failure": XFAILED,
                  "unexpected success": FAILED}
         found = {}
-        for m in re.finditer(r"^test\w* \(([\w.]+)\) \.\.\. (.*)$", self.r.stderr, re.M):
-            said = m.group(2).strip()
+        # a test unittest ran: "test_x (module.Class.test_x)"; one pytest ran: its node id
+        for m in re.finditer(r"^(?:test\w* \(([\w.]+)\)|(\S+\.py::\S+)) \.\.\. (.*)$", self.r.stderr, re.M):
+            said, key = m.group(3).strip(), _key(m.group(1) or m.group(2))
             if said.startswith("skipped "):
-                found[_key(m.group(1))] = (SKIPPED, ast.literal_eval(said[len("skipped "):]))
+                found[key] = (SKIPPED, ast.literal_eval(said[len("skipped "):]))
             else:
-                found[_key(m.group(1))] = (words[said], "")
+                found[key] = (words[said], "")
         return found
 
     def expected(self) -> dict[str, tuple[str, str]]:
-        # unittest's text result says "expected failure" without its reason
-        return {k: (outcome, "" if outcome == XFAILED else why) for k, (outcome, why) in super().expected().items()}
+        # pytest runs what needs its fixtures (harness.runner.pytest_items); unittest's text result says "expected
+        # failure" without its reason
+        table = {**super().expected(), **{k: v for k, v in UNDER_PYTEST.items() if k.startswith(self.MODULES)}}
+        return {k: (outcome, "" if outcome == XFAILED else why) for k, (outcome, why) in table.items()}
 
 
 if __name__ == "__main__":

@@ -60,12 +60,13 @@ def worker_argv(options: Any, profile: str, ids_file: str, report_file: str) -> 
 
 
 def write_worker_report(path: str, entries: list[Entry], notes: list[str], started: int,
-                        class_seconds: Mapping[str, float] | None = None) -> None:
-    """What a worker hands back to the parent: its entries (plain data), its end-of-run notes and the
-    seconds its classes spent outside their tests (RunnerResult.class_seconds)."""
+                        class_seconds: Mapping[str, float] | None = None, stopped: str = "") -> None:
+    """What a worker hands back to the parent: its entries (plain data), its end-of-run notes, the
+    seconds its classes spent outside their tests (RunnerResult.class_seconds) and what stopped it early when a
+    test did (``pytest.exit()``: its words, the run's end and exit code)."""
     with open(path + ".tmp", "wb") as f:
         pickle.dump({"entries": entries, "notes": notes, "started": started,
-                     "class_seconds": dict(class_seconds or {})}, f)
+                     "class_seconds": dict(class_seconds or {}), "stopped": stopped}, f)
     os.replace(path + ".tmp", path)
 
 
@@ -174,6 +175,8 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
         for key, seconds in report.get("class_seconds", {}).items():
             outcome.class_seconds[key] = outcome.class_seconds.get(key, 0.0) + seconds
         outcome.notes += [n for n in report["notes"] if n not in outcome.notes]
+        if report.get("stopped") and not outcome.interrupted:  # pytest.exit() in its tests: the others ran theirs
+            outcome.interrupted = report["stopped"]
     shutil.rmtree(tmp, ignore_errors=True)
     return outcome
 

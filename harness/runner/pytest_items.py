@@ -15,6 +15,15 @@ The distharness plugin is loaded there with the runner's run lent to it (its ran
 failure is its rank report, and its placement is the entry's. Each test's reports are judged as pytest's terminal
 counts them (``pytest_report_teststatus``) and given to the runner's result as data.
 
+A module's own ``run_tests()`` (harness.main) takes the same path for its module: :func:`expand` on what unittest
+loaded from ``__main__`` (pytest's items named by that module), :func:`in_session` around unittest's run.
+
+``pytest.exit()`` in a test or a fixture pytest runs here stops the run as it stops pytest's: pytest's ``Exit``
+becomes harness.shared.pytest_outcomes.PytestExit, which unwinds the runner's suite as Ctrl-C does, its words the
+report's and its exit code pytest's.
+
+pytest's cache plugin stays on, with a cache directory of each run's own (:func:`_pytest_main`).
+
 Without pytest such tests are skips that say pytest runs them.
 """
 from __future__ import annotations
@@ -35,16 +44,17 @@ from typing import Any, Callable, Sequence
 
 from harness.parent.pytest_fixtures import ini_values, needs_fixtures
 from harness.parent.pytest_marks import marks_of
+from harness.shared import pytest_outcomes
 from harness.shared.status import Status
 
 __all__ = ["Node", "PytestTest", "available", "pytest_style", "candidates", "hosted", "expand", "in_session",
            "judge", "folders_outside_packages"]
 
-#: pytest's own options for the sessions the runner starts: no cache files written, the distharness plugin once
-#: (under its module's name, whether or not an entry point would load it)
+#: pytest's own options for the sessions the runner starts: the distharness plugin once (under its module's name,
+#: whether or not an entry point would load it); the cache is the session's own (:func:`_pytest_main`)
 _PLUGIN = "harness.pytest_plugin"
 _INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: Ctrl-C while pytest collected
-_ARGS = ("-p", "no:cacheprovider", "-p", "no:distharness", "-p", _PLUGIN)
+_ARGS = ("-p", "no:distharness", "-p", _PLUGIN)
 
 
 def available() -> bool:
@@ -204,21 +214,36 @@ class _Collector(_Quiet):
 
 
 def _node_of(item: Any, modules: dict[str, str]) -> Node:
+    """``item`` as a :class:`Node`, named by the module of its file in ``modules`` (file -> module: the name the
+    front end imported it by, ``__main__`` under ``run_tests()``), else by the module pytest imported."""
     import pytest
 
     module = item.getparent(pytest.Module)
     cls = item.getparent(pytest.Class)
-    name = getattr(getattr(module, "obj", None), "__name__", None) if module is not None else None
+    name = modules.get(str(Path(str(item.path)).resolve()))
+    if name is None:
+        name = getattr(getattr(module, "obj", None), "__name__", None) if module is not None else None
     if name is None:  # an item of a collector of the project's own
-        name = modules.get(str(Path(str(item.path)).resolve()), Path(str(item.path)).stem)
+        name = Path(str(item.path)).stem
     qualname = getattr(getattr(cls, "obj", None), "__qualname__", "") if cls is not None else ""
     return Node(item.nodeid, name, qualname, item.name)
 
 
 def _pytest_main(args: list[str], plugin: Any) -> int:
+    """``pytest.main`` with the runner's options, and a cache of its own: pytest's cache plugin stays on (the ``cache``
+    fixture works, and a project's ``addopts`` may name ``--lf``/``--ff``/``--sw``), its directory a new one that is
+    removed afterwards (``-o cache_dir``), as a fresh checkout's: nothing of the project's ``.pytest_cache`` is read or
+    written (pytest's own runs keep it; the runner's select with ``-k``/``-i``)."""
+    import shutil
+    import tempfile
+
     import pytest
 
-    return int(pytest.main([*args, *_ARGS], plugins=[plugin]))
+    cache = tempfile.mkdtemp(prefix="harness-pytest-cache-")
+    try:
+        return int(pytest.main([*args, *_ARGS, "-o", f"cache_dir={cache}"], plugins=[plugin]))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @dataclasses.dataclass
@@ -514,6 +539,10 @@ class _Session(_Quiet):
             self._reports = reports
             try:
                 item.ihook.pytest_runtest_protocol(item=item, nextitem=self._next(nodeid))
+            except Exception as exc:  # pytest re-raises only its Exit (pytest.exit()) from a test's protocol
+                if not pytest_outcomes.is_exit(exc):
+                    raise
+                self._stopped(test, result, reports, exc)
             finally:
                 self._reports = None
                 self._release_terminal()
@@ -524,6 +553,17 @@ class _Session(_Quiet):
         finally:
             result.stopTest(test)
         return result
+
+
+    def _stopped(self, test: PytestTest, result: Any, reports: list[Any], exc: Any) -> None:
+        """``pytest.exit()`` in the test or a fixture: the verdict its call already had (pytest counts a call that
+        passed before a tear-down called it), else none (the runner's result marks it interrupted); then the run
+        stops, as pytest's does: :class:`PytestExit` unwinds the runner's suite as Ctrl-C does, once pytest has torn
+        its fixtures down."""
+        if any(rep.when == "call" or rep.failed or rep.skipped for rep in reports):
+            status, reason, texts = judge(reports, self.config)
+            result.add_reported(test, status, reason, texts, output=_output(reports))
+        pytest_outcomes.stop_if_exit(exc)
 
 
 @functools.lru_cache(maxsize=None)

@@ -10,6 +10,7 @@ from typing import Any, Protocol, Sequence
 from harness.judging.notes import short_id
 from harness.runner.selection import is_load_failure, module_of
 from harness.runner.sharding import class_unit
+from harness.shared import pytest_outcomes
 from harness.shared.pytest_outcomes import StrictXPass, xfail_reason
 from harness.shared.status import BAD, ExitCode, Status
 
@@ -83,14 +84,18 @@ def counts(entries: Sequence[Entry]) -> Counts:
                   sum(e.status == Status.SKIPPED for e in entries))
 
 
-def exit_code(entries: Sequence[Entry], interrupted: str = "") -> ExitCode:
-    """How the run ends: interrupted beats failed, failed beats "nothing ran".
+def exit_code(entries: Sequence[Entry], interrupted: str = "") -> int:
+    """How the run ends: interrupted beats failed, failed beats "nothing ran"; a run ``pytest.exit()`` stopped
+    ends with pytest's code (2, or its ``returncode=``).
 
     Example::
 
         exit_code(result.entries, "terminated (SIGTERM)")  # ExitCode.TERMINATED
     """
     if interrupted:
+        stopped = pytest_outcomes.exit_status(interrupted)
+        if stopped is not None:
+            return stopped
         return ExitCode.TERMINATED if "SIGTERM" in interrupted else ExitCode.INTERRUPTED
     c = counts(entries)
     if c.failed:
@@ -104,6 +109,8 @@ def interrupt_reason(exc: BaseException | None) -> str:
     """How a run was stopped, in the words the report uses."""
     from harness.parent.pool import Terminated
 
+    if isinstance(exc, pytest_outcomes.PytestExit):
+        return str(exc)  # "stopped by pytest.exit('reason')"
     return "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
 
 
@@ -279,6 +286,7 @@ class RunnerResult(unittest.TestResult):
         entry.problems.append(Problem(Status.FAILED, entry.test_id, self._last_text(self.failures)))
 
     def addError(self, test: unittest.TestCase, err: Any) -> None:
+        pytest_outcomes.stop_if_exit(err[1])  # pytest.exit() in a TestCase test: the run stops (no verdict: INTR)
         self._outcome_seen = True
         super().addError(test, err)
         entry = self._entry_for(test)
@@ -367,9 +375,12 @@ class RunnerResult(unittest.TestResult):
             # unittest calls stopTest on the way out of an interrupt that reported nothing: the test was
             # running, it did not pass
             entry.status = Status.INTERRUPTED
-            why = interrupt_reason(sys.exc_info()[1])
-            entry.problems.append(Problem(Status.INTERRUPTED, entry.test_id,
-                                          f"{why} while this test was running; its ranks were stopped"))
+            exc = sys.exc_info()[1]
+            why = interrupt_reason(exc)
+            said = (f"{why}, called by this test or one of its fixtures: the run stopped here"
+                    if isinstance(exc, pytest_outcomes.PytestExit) else
+                    f"{why} while this test was running; its ranks were stopped")
+            entry.problems.append(Problem(Status.INTERRUPTED, entry.test_id, said))
         entry.seconds = time.monotonic() - self._t0
         rec = self.harness_run.notes.take_record(short_id(test) if isinstance(test, unittest.TestCase) else entry.test_id)
         if rec is not None:

@@ -14,7 +14,7 @@ from harness.shared import pytest_outcomes
 from harness.shared.errors import UsageError
 
 __all__ = ["FILE_PATTERNS", "iter_tests", "is_load_failure", "skipped_module", "module_of", "discover", "load_target", "collect", "module_matches",
-           "id_matches", "select", "check_includes", "shuffle"]
+           "id_matches", "within", "select", "check_includes", "shuffle"]
 
 
 def iter_tests(suite: Iterable[Any]) -> Iterator[unittest.TestCase]:
@@ -274,10 +274,11 @@ def collect(targets: Sequence[str], folders: Sequence[str], root: Path,
     expanded = expand(found, loader.modules, module_of)
     # what a target named within a module (a class, a test) keeps of the module pytest collected
     return [t for t in expanded if not (module_of(t) in parts and module_of(t) not in whole
-                                        and not any(_within(t.id(), p) for p in parts[module_of(t)]))]
+                                        and not any(within(t.id(), p) for p in parts[module_of(t)]))]
 
 
-def _within(test_id: str, prefix: str) -> bool:
+def within(test_id: str, prefix: str) -> bool:
+    """Whether ``prefix`` (a module, a class, a test, ``test_f`` of ``test_f[param]``) names ``test_id``."""
     return test_id == prefix or test_id.startswith(prefix + ".") or ("[" not in prefix and test_id.startswith(prefix + "["))
 
 

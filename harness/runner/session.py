@@ -10,6 +10,7 @@ import unittest
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
+from harness.shared import pytest_outcomes
 from harness.shared.config import Settings
 from harness.runner.console import Console
 from harness.runner.results import Entry, RunnerResult, exit_code, interrupt_reason
@@ -355,7 +356,8 @@ def _run(plan: Plan, out: TextIO) -> ExitCode:
     if options.job_of is not None:  # a --jobs worker: the parent reports
         from harness.runner.jobs import write_worker_report
 
-        write_worker_report(options.job_of[1], ran.entries, ran.notes, ran.started, ran.class_seconds)
+        stopped = ran.interrupted if pytest_outcomes.exit_status(ran.interrupted) is not None else ""
+        write_worker_report(options.job_of[1], ran.entries, ran.notes, ran.started, ran.class_seconds, stopped)
         return exit_code(ran.entries, ran.interrupted)
     return report(options, console, ran, plan.reporting)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.runner.session import Options
+from harness.shared import pytest_outcomes
 
 __all__ = ["watch", "Round", "Go"]
 
@@ -268,8 +269,8 @@ def watch(options: Options) -> int:
                 code = report(dataclasses.replace(options, slowest=0), Console(sys.stdout, ran.selected,
                                                                                  options.verbose), ran)
                 failures = tuple(e.test_id for e in ran.entries if e.status in BAD)
-                if ran.interrupted:
-                    return ExitCode.INTERRUPTED
+                if ran.interrupted and pytest_outcomes.exit_status(ran.interrupted) is None:
+                    return ExitCode.INTERRUPTED  # Ctrl-C; a pytest.exit() ends its round only
             # the next round's process, forked now, starts last round's worlds while the user edits
             runner = forked.start_runner(Round(options, deps["worlds"]), os.getpid())
             files = {f: _as_read(f, seen, started_ns) for fs in deps["modules"].values() for f in fs}
