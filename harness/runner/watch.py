@@ -99,23 +99,46 @@ class Round:
 
 
 def _skipped_roots() -> tuple[str, ...]:
+    """Where installed code lives: the interpreter's own folders and every site folder, the user's too (``pip install
+    --user``). A folder on the path through ``PYTHONPATH`` or a ``.pth`` file is the project's unless it is a site
+    folder by its name (:func:`_installed`)."""
+    import site
     import sysconfig
 
     paths = sysconfig.get_paths()
-    return tuple(os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")
-                 if k in paths)
+    roots = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths]
+    try:
+        roots += site.getsitepackages()
+    except AttributeError:  # an old virtualenv's site module
+        pass
+    if site.ENABLE_USER_SITE or os.path.isdir(site.getusersitepackages()):
+        roots.append(site.getusersitepackages())
+    return tuple(sorted({os.path.realpath(r) + os.sep for r in roots}))
+
+
+#: folder names that hold installed packages wherever they are (a venv reached through a path entry, a conda prefix)
+_SITE_FOLDERS = ("site-packages", "dist-packages")
+
+
+def _installed(path: str, skip: tuple[str, ...]) -> bool:
+    """Whether ``path`` (a real path) is installed code, not the project's: under a root of :func:`_skipped_roots`
+    or inside a folder named site-packages or dist-packages."""
+    return path.startswith(skip) or any(part in _SITE_FOLDERS for part in Path(path).parts)
 
 
 def _module_files() -> dict[str, str]:
-    """Every imported module's source file that is the project's (not the standard library's, not installed)."""
+    """Every imported module's source file that is the project's (not the standard library's, not installed).
+
+    Installed packages are not watched: torch alone is over a thousand files, each parsed for its imports after
+    every round (seconds), for a save that never comes."""
     skip = _skipped_roots()
     files = {}
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
-        if not path or not path.endswith(".py"):
-            continue
+        if not path or not path.endswith(".py") or not os.path.isabs(path):
+            continue  # torch.ops and torch.classes name a bare "_ops.py": no file of the project's
         path = os.path.realpath(path)
-        if not path.startswith(skip):
+        if not _installed(path, skip):
             files[name] = path
     return files
 
