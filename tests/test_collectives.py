@@ -14,7 +14,7 @@ FIX = "fx_collectives.py"
 
 class TestCollectivesReport(FixtureTestCase):
     ARGS = [MOD, "-v"]
-    ENV = {"HARNESS_PEER_GRACE": "3", "HARNESS_THREADS": "1"}
+    ENV = {"HARNESS_PEER_GRACE": "2", "HARNESS_THREADS": "1"}
 
     def test_exit_code_and_summary(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())

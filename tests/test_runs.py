@@ -37,6 +37,12 @@ class TestTwoRunsInOneProcess(FixtureTestCase):
             seeds.setdefault(run, set()).add(row["seed"])
         self.assertEqual(seeds, {"a": {"11"}, "b": {"22"}}, self.r.describe())
 
+    def test_a_usage_error_of_another_run_leaves_the_ranks_and_their_template(self):
+        again, after = self.driver("AGAIN")["b"], self.driver("AFTER_USAGE_ERROR")["b"]
+        self.assertEqual((after["code"], after["ok"]), ("2", "1"), self.r.describe())  # USAGE, and b's test passed
+        self.assertEqual(after["pids"], again["pids"], "run b's ranks were replaced after the usage error")
+        self.assertNotIn("spawn", self.r.stderr)  # still forked from the template, not spawned for want of it
+
     def test_the_process_group_outlasts_the_class_timeout(self):
         timeouts = {row["group_timeout"] for row in self.r.rank_lines("SEEN")}
         self.assertEqual(timeouts, {"2060"}, self.r.describe())

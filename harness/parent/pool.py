@@ -37,7 +37,7 @@ from harness.shared.protocol import (BodyEnded, Done, Failing, Go, Meet, Ready, 
                                      meeting_call, teardown_call)
 from harness.shared.world import World, Worlds
 
-__all__ = ["RankPool", "Pools", "Terminated", "install_sigterm_handler"]
+__all__ = ["RankPool", "Pools", "Terminated", "install_sigterm_handler", "ranks_alive"]
 
 #: every pool with live processes, whichever run made it: SIGTERM stops them all before the process exits
 #: (a signal is the process's, not a run's; the only module state here, and it holds no pool alive)
@@ -69,6 +69,12 @@ class Terminated(KeyboardInterrupt):
     would be reported as the running test's error and the run would go on); the runner tells the two
     apart by this class, and the process exits with 143 (128 + SIGTERM) as a terminated process does.
     """
+
+
+def ranks_alive() -> bool:
+    """Whether a run of this process still holds ranks (a pool not closed): they were forked from the template,
+    which must outlive them (another run in the same process, a usage error say, must not stop it)."""
+    return bool(_LIVE)
 
 
 def _exit_terminated() -> None:
@@ -706,5 +712,5 @@ class Pools(Worlds):
         for pool in list(self._pools.values()):
             pool.close()
         self._pools.clear()
-        if not _LIVE:  # no run of this process has ranks left: nothing needs the template
+        if not ranks_alive():  # no run of this process has ranks left: nothing needs the template
             template.stop()

@@ -206,9 +206,14 @@ def may_start_ranks(options: Options, limit: int = 400) -> bool:
 def end_unused_template() -> None:
     """A run that forks no rank (``--list``, a usage error) ends the template its test classes warmed while
     they were collected, at once: it would otherwise finish importing torch after the run has returned,
-    holding the run's stdout open (a caller reading it through a pipe would wait for it)."""
+    holding the run's stdout open (a caller reading it through a pipe would wait for it).
+
+    Unused by this run, not by the process: while another run of the same process holds ranks forked from it (a
+    test that calls the runner in a rank pool's process), it stays (killing it, and multiprocessing's resource
+    tracker, would leave those ranks to a dead template, and made this run wait 10 s on the tracker)."""
     template = sys.modules.get("harness.parent.template")
-    if template is not None:
+    pool = sys.modules.get("harness.parent.pool")
+    if template is not None and not (pool is not None and pool.ranks_alive()):
         template.stop(unused=True)
 
 
