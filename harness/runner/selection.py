@@ -228,9 +228,14 @@ def _load(target: str, root: Path, file_patterns: Sequence[str], loader: _Loader
     try:
         return list(iter_tests(loader.loadTestsFromName(target))), None
     except BaseException as exc:  # noqa: B902 - pytest's outcomes derive from BaseException
-        if not pytest_outcomes.is_skip(exc):
-            raise
-        return [skipped_module(target, pytest_outcomes.skip_reason(exc))], None  # the module (or what was named)
+        if pytest_outcomes.is_skip(exc):
+            return [skipped_module(target, pytest_outcomes.skip_reason(exc))], None  # the module (or what was named)
+        if isinstance(exc, (ImportError, AttributeError)) or not isinstance(exc, Exception):
+            raise  # a name that is not there: the caller's usage error; Ctrl-C, SystemExit: as they are
+        # the module raised while it was imported (a RuntimeError at its top, say): that module's error, with its
+        # traceback, as discovery reports a folder's module that fails to import; the other targets still run
+        failed, _ = unittest.loader._make_failed_import_test(target, loader.suiteClass)  # (suite, message)
+        return list(iter_tests(failed)), None
 
 
 def collect(targets: Sequence[str], folders: Sequence[str], root: Path,

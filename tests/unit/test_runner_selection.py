@@ -123,6 +123,16 @@ class TestTargets(unittest.TestCase):
         (failed,) = collect([f"{self.name}.TestNoSuchClass"], [], self.dir)
         self.assertEqual(type(failed).__name__, "_FailedTest")
 
+    def test_a_file_that_raises_at_import_is_a_test_that_errors_and_the_others_are_collected(self):
+        boom = self.dir / f"test_boom_{self.name}.py"
+        boom.write_text("raise RuntimeError('RAISED-AT-IMPORT')\n")
+        failed, *rest = collect([str(boom), str(self.dir / f"{self.name}.py")], [], self.dir)
+        self.assertEqual(type(failed).__name__, "_FailedTest")
+        with self.assertRaises(ImportError) as cm:  # unittest's own failed-import test: its traceback when it runs
+            getattr(failed, failed._testMethodName)()
+        self.assertIn("RAISED-AT-IMPORT", str(cm.exception))
+        self.assertEqual(ids(rest), [f"{self.name}.TestOne.test_a", f"{self.name}.TestOne.test_b"])
+
     def test_a_missing_file_is_a_usage_error_naming_it(self):
         target = str(self.dir / "test_missing.py")
         with self.assertRaises(UsageError) as cm:
