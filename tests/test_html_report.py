@@ -83,6 +83,7 @@ class TestHtmlOfAFailingRun(FixtureTestCase):
         self.assertIn("FIXTURE-FAIL rank 1 &lt;b&gt;fails&lt;/b&gt;", page)
         self.assertIn("FIXTURE-END", page, "the output's tail is kept")
 
+    @nightly("the page's markup, escaping and collectives as text by this class's other tests (CI installs no browser)")
     def test_opens_in_chromium_without_console_lines(self):
         from tests._browser import chromium
 
@@ -95,7 +96,7 @@ class TestHtmlOfAFailingRun(FixtureTestCase):
 
 
 @needs_chromium
-@nightly("the page in chromium by TestHtmlOfAFailingRun")
+@nightly("the page as text by TestHtmlOfAFailingRun (CI installs no browser)")
 class TestHtmlInABrowser(unittest.TestCase):
     """The same page in chromium: it loads with no console line (no error, no blocked request), draws the
     picture, and its filters hide rows."""
