@@ -12,7 +12,7 @@ from harness.upstream_modules.common_utils import LazyVal
 
 __all__ = ["HAS_TRITON", "HAS_CUDA_AND_TRITON", "HAS_XPU_AND_TRITON", "HAS_GPU", "HAS_GPU_AND_TRITON", "HAS_MPS",
            "HAS_CPU", "HAS_MULTIGPU", "GPU_TYPE", "GPU_TYPES", "requires_gpu", "requires_triton", "skipDeviceIf",
-           "skipCUDAIf", "skipXPUIf", "skipCPUIf", "IS_A100", "IS_H100", "IS_BIG_GPU"]
+           "skipCUDAIf", "skipXPUIf", "skipCPUIf"]
 
 #: the device types inductor compiles for with triton, in torch's order
 GPU_TYPES = ("cuda", "mps", "xpu", "mtia")
@@ -66,26 +66,6 @@ def _compiles_cpp() -> bool:
 
 
 HAS_CPU = LazyVal(_compiles_cpp)
-
-
-def _shared_memory() -> int:
-    """The first GPU's shared memory per block as triton reports it (which tells an A100 from an H100)."""
-    from triton.runtime import driver
-
-    return driver.active.utils.get_device_properties(0).get("max_shared_mem", 0)
-
-
-def _big_gpu() -> bool:
-    from torch._inductor.utils import is_big_gpu
-
-    return is_big_gpu()
-
-
-#: the machine's first GPU is an A100 / an H100 (read from its shared memory, as inductor does); asked when first read
-IS_A100 = LazyVal(lambda: HAS_CUDA_AND_TRITON and _shared_memory() == 166912)
-IS_H100 = LazyVal(lambda: HAS_CUDA_AND_TRITON and _shared_memory() == 232448)
-#: a GPU with enough streaming multiprocessors for inductor's max-autotune GEMMs
-IS_BIG_GPU = LazyVal(lambda: HAS_GPU_AND_TRITON and _big_gpu())
 
 #: skip a test without a GPU (or an Apple GPU), or without triton
 requires_gpu = functools.partial(unittest.skipIf, not (HAS_GPU or HAS_MPS), "requires gpu")

@@ -42,7 +42,7 @@ MOST_KEPT = [f"{_U}.{dotted}" for dotted in (
     "distributed.checkpoint_utils.with_checkpoint_logging")]
 #: the upstream test bodies the port may keep: the RPC agent suites (and the DDP-with-RPC, pipeline and remote-module
 #: bodies that run on them), DistributedTest's c10d bodies, OpInfo's op_db (the data @ops and DTensorConverter take)
-BODIES = {f"{_U}.distributed.rpc.", f"{_U}.distributed.rpc_utils", f"{_U}.dist_utils", f"{_U}.distributed.ddp_under_dist_autograd_test",
+BODIES = {f"{_U}.distributed.rpc.", f"{_U}.distributed.rpc_utils", f"{_U}.distributed.ddp_under_dist_autograd_test",
           f"{_U}.distributed.pipe_with_ddp_test", f"{_U}.distributed.nn.", f"{_U}.distributed.distributed_test",
           f"{_U}.common_methods_invocations", f"{_U}.opinfo."}
 #: names with no counterpart yet, and why (none now: a name added here needs its reason)
