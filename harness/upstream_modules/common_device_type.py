@@ -25,56 +25,12 @@ __all__ = ["instantiate_device_type_tests", "DeviceTypeTestBase", "CPUTestBase",
            "onlyNativeDeviceTypes", "skipIf", "skipCPUIf", "skipCUDAIf", "skipXPUIf", "skipHPUIf", "skipMPSIf",
            "skipGPUIf", "skipMeta", "dtypes", "dtypesIfCPU", "dtypesIfCUDA", "dtypesIfXPU", "dtypesIfHPU",
            "dtypesIfMPS", "deviceCountAtLeast", "ops", "OpDTypes", "ANY_DTYPE_ORDER",
-           "precisionOverride", "toleranceOverride", "tol", "e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS",
-           "Capability", "requires_capabilities"]
+           "precisionOverride", "toleranceOverride", "tol", "e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"]
 
 #: upstream's environment variables that narrow the device types (comma-separated device types)
 ONLY_FOR_VAR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
 EXCEPT_FOR_VAR = "PYTORCH_TESTING_DEVICE_EXCEPT_FOR"
 _NATIVE = ("cpu", "cuda", "meta", torch._C._get_privateuse1_backend_name())
-
-
-class Capability:
-    """What a device can do, as the names :func:`requires_capabilities` takes (upstream's from torch 2.15):
-    ``Capability.dtype.fp8``, ``Capability.attention.flash_attention``. Each is the string ``"<group>.<name>"``."""
-
-    class dtype:
-        fp8 = "dtype.fp8"
-        bf16 = "dtype.bf16"
-
-    class attention:
-        flash_attention = "attention.flash_attention"
-        mem_efficient_attention = "attention.mem_efficient_attention"
-
-
-def requires_capabilities(*caps: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Skip the test where its device type lacks one of ``caps`` (:class:`Capability`), saying which; a capability
-    the device type does not declare (``_capabilities``) is the test's error, naming the class to add it to.
-
-    Example::
-
-        @requires_capabilities(Capability.dtype.bf16)
-        def test_bf16_all_reduce(self, device): ...
-    """
-    wanted = set(caps)
-
-    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            have = type(self).get_capabilities()
-            undeclared = sorted(c for c in wanted if c not in have)
-            if undeclared:
-                raise AssertionError(f"Device '{type(self).device_type}' has not declared capabilities: "
-                                     f"{', '.join(undeclared)}. Add them to {type(self).__name__}._capabilities().")
-            lacking = sorted(c for c in wanted if not have[c])
-            if lacking:
-                raise unittest.SkipTest(f"Device '{type(self).device_type}' has unsupported capabilities: "
-                                        f"{', '.join(lacking)}")
-            return fn(self, *args, **kwargs)
-
-        return wrapper
-
-    return decorator
 
 
 class DeviceTypeTestBase:
@@ -87,15 +43,6 @@ class DeviceTypeTestBase:
     op_overrides: Any = None
     op_allowlist: Any = None
     test_exclusions: Any = None
-
-    @classmethod
-    def get_capabilities(cls) -> dict[str, bool]:
-        """Each :class:`Capability` this device type declares, and whether the machine has it (asked now)."""
-        return {name: bool(has()) for name, has in cls._capabilities().items()}
-
-    @classmethod
-    def _capabilities(cls) -> dict[str, Callable[[], bool]]:
-        return {}
 
     @classmethod
     def set_test_configs(cls, *, op_overrides: Any = None, op_allowlist: Any = None,
@@ -172,37 +119,13 @@ class _AcceleratorTestBase(DeviceTypeTestBase):
 class CPUTestBase(DeviceTypeTestBase):
     device_type = "cpu"
 
-    @classmethod
-    def _capabilities(cls) -> dict[str, Callable[[], bool]]:
-        # as upstream declares the CPU: fp8, bf16 and flash attention kernels, no memory-efficient attention
-        return {Capability.dtype.fp8: lambda: True, Capability.dtype.bf16: lambda: True,
-                Capability.attention.flash_attention: lambda: True,
-                Capability.attention.mem_efficient_attention: lambda: False}
-
 
 class CUDATestBase(_AcceleratorTestBase):
     device_type = "cuda"
 
-    @classmethod
-    def _capabilities(cls) -> dict[str, Callable[[], bool]]:
-        from harness.upstream_modules import common_cuda as cc
-
-        return {Capability.dtype.fp8: lambda: bool(cc.PLATFORM_SUPPORTS_FP8),
-                Capability.dtype.bf16: lambda: bool(cc.SM80OrLater),
-                Capability.attention.flash_attention: lambda: bool(cc.PLATFORM_SUPPORTS_FLASH_ATTENTION),
-                Capability.attention.mem_efficient_attention: lambda: bool(cc.PLATFORM_SUPPORTS_MEM_EFF_ATTENTION)}
-
 
 class XPUTestBase(_AcceleratorTestBase):
     device_type = "xpu"
-
-    @classmethod
-    def _capabilities(cls) -> dict[str, Callable[[], bool]]:
-        # upstream's XPU: fp8, bf16, memory-efficient attention; flash attention where the device has it, which this
-        # counterpart does not probe (no XPU machine to check it on): declared, and unsupported
-        return {Capability.dtype.fp8: lambda: True, Capability.dtype.bf16: lambda: True,
-                Capability.attention.flash_attention: lambda: False,
-                Capability.attention.mem_efficient_attention: lambda: True}
 
 
 class HPUTestBase(_AcceleratorTestBase):
@@ -211,12 +134,6 @@ class HPUTestBase(_AcceleratorTestBase):
 
 class MPSTestBase(DeviceTypeTestBase):
     device_type = "mps"
-
-    @classmethod
-    def _capabilities(cls) -> dict[str, Callable[[], bool]]:
-        return {Capability.dtype.fp8: lambda: False, Capability.dtype.bf16: lambda: True,
-                Capability.attention.flash_attention: lambda: False,
-                Capability.attention.mem_efficient_attention: lambda: False}
 
 
 def _available(base: type[DeviceTypeTestBase]) -> bool:

@@ -958,52 +958,6 @@ class TestDeviceTypes(unittest.TestCase):
         self.assertEqual(seen["harness"]["test_x_cpu_float16"], (1e-2, 1e-3))
         self.assertEqual(seen["harness"]["test_op_neg_cpu_float32"], (1e-3, 1e-4))
 
-    def test_capabilities_as_upstream(self):
-        from torch.testing._internal import common_device_type as up
-
-        if not hasattr(up, "Capability"):
-            self.skipTest(f"torch {torch.__version__} has no device capabilities (torch 2.15 on) to compare with")
-        names = ("dtype.fp8", "dtype.bf16", "attention.flash_attention", "attention.mem_efficient_attention")
-        for cdt in (up, common_device_type):
-            c = cdt.Capability
-            self.assertEqual((c.dtype.fp8, c.dtype.bf16, c.attention.flash_attention,
-                              c.attention.mem_efficient_attention), names)
-        for base in ("CPUTestBase", "CUDATestBase", "MPSTestBase"):
-            with self.subTest(base):
-                mine, theirs = getattr(common_device_type, base), getattr(up, base)
-                self.assertEqual(mine._capabilities().keys(), theirs._capabilities().keys())
-                if base != "CUDATestBase" or torch.cuda.is_available():
-                    self.assertEqual(mine.get_capabilities(), theirs.get_capabilities())
-        outcomes = []
-        for cdt in (up, common_device_type):
-            C = cdt.Capability
-
-            class TestCaps(unittest.TestCase):
-                @cdt.requires_capabilities(C.dtype.bf16)
-                def test_has(self, device):
-                    pass
-
-                @cdt.requires_capabilities(C.attention.mem_efficient_attention, C.dtype.bf16)
-                def test_lacks(self, device):
-                    pass
-
-                @cdt.requires_capabilities("dtype.int3")
-                def test_undeclared(self, device):
-                    pass
-
-            scope = {"TestCaps": TestCaps}
-            cdt.instantiate_device_type_tests(TestCaps, scope, only_for="cpu")
-            result = unittest.TestResult()
-            unittest.defaultTestLoader.loadTestsFromTestCase(scope["TestCapsCPU"]).run(result)
-            name = lambda t: t.id().rsplit(".", 1)[1]  # noqa: E731
-            # the exception's own line (upstream's TestCase adds a line on reproducing it after the traceback)
-            raised = lambda tb: next(l for l in tb.splitlines() if l.startswith("AssertionError"))  # noqa: E731
-            outcomes.append((result.testsRun, sorted((name(t), why) for t, why in result.skipped),
-                             sorted((name(t), raised(tb)) for t, tb in result.failures + result.errors)))
-        self.assertEqual(outcomes[0], outcomes[1])
-        self.assertEqual(outcomes[1][1], [("test_lacks_cpu", "Device 'cpu' has unsupported capabilities: "
-                                                             "attention.mem_efficient_attention")])
-
     def test_op_overrides_as_upstream(self):
         from torch.testing._internal import common_device_type as up
 
