@@ -263,8 +263,8 @@ class TestNamesRealFilesImport(unittest.TestCase):
         self._same_flags(up_utils, common_utils, ["IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR",
                                                   "TEST_CUDA_GRAPH"]
                          + (["TEST_CUDA_PYTHON_BINDINGS"] if hasattr(up_utils, "TEST_CUDA_PYTHON_BINDINGS") else []))
-        self._same_flags(up_cuda, common_cuda, [n for n in common_cuda.__all__ if n.endswith("OrLater")
-                                                or n.startswith("PLATFORM_SUPPORTS_")])
+        self._same_flags(up_cuda, common_cuda, [n for n in common_cuda.__all__ if hasattr(up_cuda, n) and (
+            n.endswith("OrLater") or n.startswith("PLATFORM_SUPPORTS_"))])  # CUDA11OrLater: an older release's
         from torch.testing._internal import common_distributed as up_dist
         self._same_flags(up_dist, common_distributed, ["PLATFORM_SUPPORTS_SYMM_MEM"])
         for name in ("MI350_ARCH", "MI300_ARCH", "MI200_ARCH"):
@@ -295,6 +295,53 @@ class TestNamesRealFilesImport(unittest.TestCase):
         if hasattr(up_dt, "_get_device_type"):  # torch 2.15 on
             for world_size in (1, 2, 4096):
                 self.assertEqual(common_dtensor._get_device_type(world_size), up_dt._get_device_type(world_size))
+
+    def test_names_of_older_releases(self):
+        """Names the installed upstream no longer has, with the meaning the releases that had them gave them."""
+        self.assertIs(common_distributed.skip_if_rocm, common_distributed.skip_if_rocm_multiprocess)
+        cuda = torch.version.cuda
+        self.assertIs(common_cuda.CUDA11OrLater, cuda is not None and int(cuda.split(".")[0]) >= 11)
+        model = torch.nn.Linear(2, 2)
+        self.assertIs(common_fsdp._maybe_cuda(model, False), model)
+        if not torch.cuda.is_available():  # it asks for CUDA by name, as it did
+            with self.assertRaises((AssertionError, RuntimeError)):
+                common_fsdp._maybe_cuda(model, True)
+        self.assertIs(getattr(common_fsdp.test_compiled_fsdp, "__test__", True), False)  # not collected as a test
+
+    def test_older_ci_flags_read_their_variables_as_upstream_did(self):
+        import os
+        import subprocess
+        import sys
+
+        env = dict(os.environ, IN_CI="true", IS_PYTORCH_CI="0")  # IN_CI on only as "1"; IS_PYTORCH_CI when non-empty
+        code = "from harness.upstream_modules import common_utils as c; print(c.IS_IN_CI, c.IS_PYTORCH_CI)"
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.stdout.split(), ["False", "True"], run.stderr[-2000:])
+        self.assertIs(common_utils.IS_IN_CI, os.environ.get("IN_CI") == "1")
+        self.assertIs(common_utils.IS_PYTORCH_CI, bool(os.environ.get("IS_PYTORCH_CI")))
+
+    def test_requires_accelerator_on_a_test_and_a_class(self):
+        from torch.testing._internal import common_utils as up
+
+        decorators = [common_utils.requires_accelerator]
+        if hasattr(up, "requires_accelerator"):  # torch 2.15 on
+            decorators.append(up.requires_accelerator)
+        expected = [] if torch.accelerator.is_available() else ["requires accelerator"]
+        for decorator in decorators:
+            @decorator
+            class Whole(unittest.TestCase):
+                def test_x(self):
+                    pass
+
+            class One(unittest.TestCase):
+                @decorator
+                def test_x(self):
+                    pass
+            for cls in (Whole, One):
+                with self.subTest(decorator=decorator, cls=cls.__name__):
+                    result = unittest.TestResult()
+                    unittest.defaultTestLoader.loadTestsFromTestCase(cls).run(result)
+                    self.assertEqual(([why for _, why in result.skipped], result.testsRun), (expected, 1))
 
     def test_inductor_device_skips(self):
         ran = []
@@ -403,6 +450,8 @@ class TestNamesRealFilesImport(unittest.TestCase):
         ]
         if hasattr(up_dist, "requires_xccl"):
             pairs.append((common_distributed.requires_xccl(), up_dist.requires_xccl()))
+        if hasattr(up_utils, "requires_accelerator"):  # torch 2.15 on
+            pairs.append((common_utils.requires_accelerator, up_utils.requires_accelerator))
         if hasattr(up_dist, "skip_if_rocm_ver_atleast_multiprocess"):  # torch 2.15 on
             pairs.append((common_distributed.skip_if_rocm_ver_atleast_multiprocess((6, 0)),
                           up_dist.skip_if_rocm_ver_atleast_multiprocess((6, 0))))
@@ -1215,13 +1264,14 @@ class TestOnOneRank(_OneRank):
         try:
             import warnings
 
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                common_fsdp.compiled_fsdp_test()(body)()
-            self.assertIs(globals()["fully_shard"], fully_shard)
+            for decorate in (common_fsdp.compiled_fsdp_test, common_fsdp.test_compiled_fsdp):  # the older name too
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    decorate()(body)()
+                self.assertIs(globals()["fully_shard"], fully_shard)
         finally:
             globals().pop("fully_shard", None)
-        self.assertEqual(seen, [True, False] if has_triton() else [True])
+        self.assertEqual(seen, [True, False] * 2 if has_triton() else [True] * 2)
 
 
 class TestShardingRuleHelpers(_OneRank):
