@@ -74,6 +74,7 @@ NAMESPACES: dict[str, str] = {
     f"{_UPSTREAM}.distributed._shard.sharded_tensor": "sharded_tensor",
     f"{_UPSTREAM}.distributed._shard.sharded_tensor._test_st_common": "st_common",
     f"{_UPSTREAM}.distributed._shard.sharded_tensor._test_ops_common": "st_ops_common",
+    f"{_UPSTREAM}.distributed._shard.test_common": "shard_test_common",
     f"{_UPSTREAM}.inductor_utils": "inductor_utils",
     f"{_UPSTREAM}.triton_utils": "triton_utils",
 }
@@ -105,6 +106,7 @@ GONE: dict[str, str] = {
 KEPT: dict[str, str] = {
     f"{_UPSTREAM}.distributed.rpc.": "the RPC agent suites: upstream's test bodies, run per agent by the file",
     f"{_UPSTREAM}.distributed.rpc_utils": "generates the RPC agent suites' test classes from upstream's bodies",
+    f"{_UPSTREAM}.dist_utils": "dist_init and the RPC helpers: the setup the RPC agent suites' bodies run with",
     f"{_UPSTREAM}.distributed.distributed_test": "DistributedTest: upstream's c10d test bodies, run per backend",
     f"{_UPSTREAM}.distributed.ddp_under_dist_autograd_test": "upstream's DDP-with-RPC test bodies",
     f"{_UPSTREAM}.distributed.pipe_with_ddp_test": "upstream's pipeline-with-DDP test bodies",

@@ -12,7 +12,8 @@ import torch.distributed as dist
 
 from harness.upstream_modules import (common_cuda, common_device_type, common_dist_composable, common_distributed,
                                       common_dtensor, common_fsdp, common_state_dict, common_utils, distributed_utils,
-                                      inductor_utils, logging_utils, st_common, st_ops_common, triton_utils,
+                                      inductor_utils, logging_utils, shard_test_common, st_common, st_ops_common,
+                                      triton_utils,
                                       two_tensor)
 from tests._support import base_env, nightly, run_fixture
 
@@ -83,6 +84,29 @@ class TestModels(unittest.TestCase):
         theirs_model = up.MyShardedModel1()
         torch.manual_seed(1)
         _same_module(self, theirs_model, st_common.MyShardedModel1())
+
+    def test_simple_megatron_lm_is_upstreams(self):
+        from torch.testing._internal.distributed._shard import test_common as up
+
+        for dtype in (torch.float32, torch.float64):
+            with self.subTest(dtype=dtype):
+                models = []
+                for cls in (up.SimpleMegatronLM, shard_test_common.SimpleMegatronLM):
+                    torch.manual_seed(5)
+                    models.append(cls([[17, 12], [12, 29]], dtype=dtype))
+                theirs, mine = models
+                _same_module(self, theirs, mine)
+                x = torch.randn(3, 17, dtype=dtype)
+                outs = [m(x) for m in models]
+                torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
+                for out in outs:
+                    out.sum().backward()
+                for getter in ("get_weights", "get_biases", "get_weight_grads", "get_bias_grads"):
+                    for a, b in zip(getattr(theirs, getter)(), getattr(mine, getter)()):
+                        torch.testing.assert_close(b, a, rtol=0, atol=0)
+        if not torch.cuda.is_available():  # a rank puts it on cuda:<rank>, as upstream's
+            with self.assertRaises((AssertionError, RuntimeError)):
+                shard_test_common.SimpleMegatronLM([[2, 2], [2, 2]], rank=0)
 
     def test_two_tensor_runs_every_op_on_both(self):
         from torch.testing._internal.two_tensor import TwoTensor as Theirs
