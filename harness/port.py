@@ -84,17 +84,17 @@ _NAMESPACE_PACKAGE = "harness.upstream_modules"
 #: ``torch.testing._internal`` does not have (the port leaves them, saying so; docs/compatibility.md lists them)
 GONE: dict[str, str] = {
     f"{_UPSTREAM}.common_fsdp.FSDP_DEVICES": "not in torch 2.11-2.15's common_fsdp: a newer torch's device types for "
-                                            "instantiate_device_type_tests' only_for, whose definition no stored "
-                                            "version of upstream's common_fsdp shows: no upstream meaning to follow",
+                                            "instantiate_device_type_tests' only_for, not defined in the stored "
+                                            "versions of upstream's common_fsdp searched: no meaning to follow",
     f"{_UPSTREAM}.common_fsdp.FSDP_DEVICE_TYPE": "not in torch 2.11-2.15's common_fsdp",
     f"{_UPSTREAM}.common_fsdp.CUDAInitMode": "the old name of DEVICEInitMode: files of its era also pass "
                                             "cuda_init_mode=... to the models' init and to _test_fsdp_parity, which "
                                             "the models of torch 2.11-2.15 (and the harness's) do not take",
-    f"{_UPSTREAM}.common_fsdp.DeterministicModel": "an older release's FSDP1 model on CUDA, whose definition no "
-                                                  "stored version of upstream's common_fsdp shows",
-    f"{_UPSTREAM}.common_distributed.skip_if_not_powerof2_worldsize_xpu": "an older release's XPU skip, whose "
-                                                                         "definition no stored version of upstream's "
-                                                                         "common_distributed shows",
+    f"{_UPSTREAM}.common_fsdp.DeterministicModel": "an older release's FSDP1 model on CUDA, not defined in the "
+                                                  "stored versions of upstream's common_fsdp searched",
+    f"{_UPSTREAM}.common_distributed.skip_if_not_powerof2_worldsize_xpu": "an older release's XPU skip, not "
+                                                                         "defined in the stored versions of upstream's "
+                                                                         "common_distributed searched",
     **{f"{_UPSTREAM}.common_distributed.{name}": "an older release's switch between the legacy functional "
                                                  "collectives and the native ones: torch 2.11-2.15 have only the "
                                                  "native ones, so there is nothing to run the test under twice"
