@@ -367,6 +367,43 @@ class TestNamesRealFilesImport(unittest.TestCase):
                     unittest.defaultTestLoader.loadTestsFromTestCase(cls).run(result)
                     self.assertEqual(([why for _, why in result.skipped], result.testsRun), (expected, 1))
 
+    def test_capabilities_as_upstreams(self):
+        from torch.testing._internal import common_device_type as up
+
+        cdt = common_device_type
+        for kind in ("cpu", "cuda"):  # each device type's answers on this machine, where upstream has them
+            base = getattr(cdt, f"{kind.upper()}TestBase")
+            mine = cdt._device_capabilities(base)
+            self.assertEqual(set(mine), {"dtype.fp8", "dtype.bf16", "attention.flash_attention",
+                                         "attention.mem_efficient_attention"})
+            if hasattr(up, "Capability"):  # torch 2.15 on
+                with self.subTest(kind):
+                    self.assertEqual(mine, getattr(up, f"{kind.upper()}TestBase").get_capabilities())
+        cases = [cdt.Capability.dtype.bf16, cdt.Capability.attention.mem_efficient_attention, "dtype.fp4"]
+        outcomes = {}
+        pairs = [("mine", cdt.requires_capabilities, (cdt.CPUTestBase, unittest.TestCase))]
+        if hasattr(up, "Capability"):
+            self.assertEqual(vars(cdt.Capability.dtype).keys() - {"__module__", "__qualname__", "__doc__"},
+                             vars(up.Capability.dtype).keys() - {"__module__", "__qualname__", "__doc__"})
+            pairs.append(("theirs", up.requires_capabilities, (up.CPUTestBase,)))
+        for who, requires, bases in pairs:
+            for cap in cases:
+                T = type("TestCapsCPU", bases, {"test_x": requires(cap)(lambda self: None)})
+                result = unittest.TestResult()
+                T("test_x").run(result)
+                outcomes[who, cap] = ([why for _, why in result.skipped],
+                                      [err.splitlines()[-1] for _, err in result.errors + result.failures])
+        self.assertEqual(outcomes["mine", cases[0]], ([], []))
+        self.assertEqual(outcomes["mine", cases[1]][0],
+                         ["Device 'cpu' has unsupported capabilities: attention.mem_efficient_attention"])
+        self.assertIn("has not declared capabilities: dtype.fp4", outcomes["mine", cases[2]][1][0])
+        for cap in cases if len(pairs) > 1 else []:
+            self.assertEqual(outcomes["mine", cap][0], outcomes["theirs", cap][0], cap)
+
+    def test_a100_and_h100_follow_the_gpu(self):
+        if not inductor_utils.HAS_CUDA_AND_TRITON:
+            self.assertFalse(inductor_utils.IS_A100 or inductor_utils.IS_H100)  # upstream's answer without them
+
     def test_inductor_device_skips(self):
         ran = []
 
