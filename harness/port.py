@@ -74,6 +74,7 @@ NAMESPACES: dict[str, str] = {
     f"{_UPSTREAM}.distributed._shard.sharded_tensor": "sharded_tensor",
     f"{_UPSTREAM}.distributed._shard.sharded_tensor._test_st_common": "st_common",
     f"{_UPSTREAM}.distributed._shard.sharded_tensor._test_ops_common": "st_ops_common",
+    f"{_UPSTREAM}.distributed._shard.test_common": "shard_test_common",
     f"{_UPSTREAM}.inductor_utils": "inductor_utils",
     f"{_UPSTREAM}.triton_utils": "triton_utils",
 }
@@ -82,9 +83,27 @@ _NAMESPACE_PACKAGE = "harness.upstream_modules"
 #: "module.name" -> why the harness has no counterpart: names real files import that the supported torch's own
 #: ``torch.testing._internal`` does not have (the port leaves them, saying so; docs/compatibility.md lists them)
 GONE: dict[str, str] = {
-    f"{_UPSTREAM}.common_fsdp.FSDP_DEVICES": "not in torch 2.13's common_fsdp (a newer torch's list of FSDP test "
-                                            "devices): no upstream meaning to follow on the torch this supports",
-    f"{_UPSTREAM}.common_fsdp.FSDP_DEVICE_TYPE": "not in torch 2.13's common_fsdp",
+    f"{_UPSTREAM}.common_fsdp.FSDP_DEVICES": "not in torch 2.11-2.15's common_fsdp: a newer torch's device types for "
+                                            "instantiate_device_type_tests' only_for, not defined in the stored "
+                                            "versions of upstream's common_fsdp searched: no meaning to follow",
+    f"{_UPSTREAM}.common_fsdp.FSDP_DEVICE_TYPE": "not in torch 2.11-2.15's common_fsdp",
+    f"{_UPSTREAM}.common_fsdp.CUDAInitMode": "the old name of DEVICEInitMode: files of its era also pass "
+                                            "cuda_init_mode=... to the models' init and to _test_fsdp_parity, which "
+                                            "the models of torch 2.11-2.15 (and the harness's) do not take",
+    f"{_UPSTREAM}.common_fsdp.DeterministicModel": "an older release's FSDP1 model on CUDA, not defined in the "
+                                                  "stored versions of upstream's common_fsdp searched",
+    f"{_UPSTREAM}.common_distributed.skip_if_not_powerof2_worldsize_xpu": "an older release's XPU skip, not "
+                                                                         "defined in the stored versions of upstream's "
+                                                                         "common_distributed searched",
+    **{f"{_UPSTREAM}.common_distributed.{name}": "an older release's switch between the legacy functional "
+                                                 "collectives and the native ones: torch 2.11-2.15 have only the "
+                                                 "native ones, so there is nothing to run the test under twice"
+       for name in ("run_with_both_funcol_impls", "run_with_both_funcol_impls_with_arg", "run_with_legacy_funcol")},
+    **{f"{_UPSTREAM}.{dotted}": "a name of another release whose upstream meaning is not established here: no "
+                                "counterpart without it"
+       for dotted in ("common_utils.sandcastle_skip", "common_utils.requires_gpu",
+                      "common_distributed.MultiProcContinuousForInstantiateTest", "common_fsdp.spawn_and_init",
+                      "common_fsdp.teardown")},
 }
 
 #: upstream modules (a prefix ends with ".") and "module.name"s that are test *bodies* PyTorch ships for reuse, not
@@ -92,6 +111,7 @@ GONE: dict[str, str] = {
 KEPT: dict[str, str] = {
     f"{_UPSTREAM}.distributed.rpc.": "the RPC agent suites: upstream's test bodies, run per agent by the file",
     f"{_UPSTREAM}.distributed.rpc_utils": "generates the RPC agent suites' test classes from upstream's bodies",
+    f"{_UPSTREAM}.dist_utils": "dist_init and the RPC helpers: the setup the RPC agent suites' bodies run with",
     f"{_UPSTREAM}.distributed.distributed_test": "DistributedTest: upstream's c10d test bodies, run per backend",
     f"{_UPSTREAM}.distributed.ddp_under_dist_autograd_test": "upstream's DDP-with-RPC test bodies",
     f"{_UPSTREAM}.distributed.pipe_with_ddp_test": "upstream's pipeline-with-DDP test bodies",

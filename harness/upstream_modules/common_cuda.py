@@ -12,10 +12,14 @@ __all__ = ["TEST_CUDA", "TEST_MULTIGPU", "SM53OrLater", "SM60OrLater", "SM70OrLa
            "SM89OrLater", "SM90OrLater", "SM100OrLater", "SM120OrLater", "PLATFORM_SUPPORTS_FLASH_ATTENTION",
            "PLATFORM_SUPPORTS_MEM_EFF_ATTENTION", "PLATFORM_SUPPORTS_CUDNN_ATTENTION",
            "PLATFORM_SUPPORTS_FUSED_ATTENTION", "PLATFORM_SUPPORTS_BF16", "PLATFORM_SUPPORTS_FP8",
-           "PLATFORM_SUPPORTS_MX_GEMM", "_get_torch_rocm_version", "_get_torch_cuda_version"]
+           "PLATFORM_SUPPORTS_MX_GEMM", "_get_torch_rocm_version", "_get_torch_cuda_version", "CUDA11OrLater"]
 
 TEST_CUDA: bool = flag("TEST_CUDA")
 TEST_MULTIGPU: bool = flag("TEST_MULTIGPU")
+#: an older release's flag: torch was built with CUDA 11.0 or newer (False for a CPU or ROCm build). It reads the
+#: build's version string, not the GPU, so it is known at import without touching CUDA
+CUDA11OrLater: bool = bool(torch.version.cuda) and tuple(
+    int(part) for part in str(torch.version.cuda).split(".")[:2]) >= (11, 0)
 
 
 def _capability_at_least(major: int, minor: int) -> LazyVal:

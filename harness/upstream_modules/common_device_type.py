@@ -25,7 +25,8 @@ __all__ = ["instantiate_device_type_tests", "DeviceTypeTestBase", "CPUTestBase",
            "onlyNativeDeviceTypes", "skipIf", "skipCPUIf", "skipCUDAIf", "skipXPUIf", "skipHPUIf", "skipMPSIf",
            "skipGPUIf", "skipMeta", "dtypes", "dtypesIfCPU", "dtypesIfCUDA", "dtypesIfXPU", "dtypesIfHPU",
            "dtypesIfMPS", "deviceCountAtLeast", "ops", "OpDTypes", "ANY_DTYPE_ORDER",
-           "precisionOverride", "toleranceOverride", "tol", "e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS"]
+           "precisionOverride", "toleranceOverride", "tol", "e4m3_type", "e5m2_type", "E4M3_MAX_POS", "E5M2_MAX_POS",
+           "Capability", "requires_capabilities"]
 
 #: upstream's environment variables that narrow the device types (comma-separated device types)
 ONLY_FOR_VAR = "PYTORCH_TESTING_DEVICE_ONLY_FOR"
@@ -114,6 +115,85 @@ class _AcceleratorTestBase(DeviceTypeTestBase):
         primary = cls.get_primary_device()
         count = torch.get_device_module(cls.device_type).device_count()
         return [primary] + [f"{cls.device_type}:{i}" for i in range(count) if f"{cls.device_type}:{i}" != primary]
+
+
+class Capability:
+    """What a device can do, as ``"<category>.<name>"`` strings (torch 2.15 on): ``@requires_capabilities`` names
+    them, and each device base says which it supports (``_capabilities()``).
+
+    Example::
+
+        @requires_capabilities(Capability.dtype.fp8)
+        def test_scaled_mm(self, device): ...
+    """
+
+    class dtype:
+        fp8 = "dtype.fp8"
+        bf16 = "dtype.bf16"
+
+    class attention:
+        flash_attention = "attention.flash_attention"
+        mem_efficient_attention = "attention.mem_efficient_attention"
+
+
+def _cuda_capabilities() -> dict[str, Callable[[], bool]]:
+    from harness.upstream_modules import common_cuda as cc
+
+    return {Capability.dtype.fp8: lambda: bool(cc.PLATFORM_SUPPORTS_FP8),
+            Capability.dtype.bf16: lambda: bool(cc.SM80OrLater),
+            Capability.attention.flash_attention: lambda: bool(cc.PLATFORM_SUPPORTS_FLASH_ATTENTION),
+            Capability.attention.mem_efficient_attention: lambda: bool(cc.PLATFORM_SUPPORTS_MEM_EFF_ATTENTION)}
+
+
+def _xpu_capabilities() -> dict[str, Callable[[], bool]]:
+    def flash() -> bool:
+        from torch.testing._internal.common_xpu import PLATFORM_SUPPORTS_FLASH_ATTENTION_XPU  # only on an XPU
+
+        return bool(PLATFORM_SUPPORTS_FLASH_ATTENTION_XPU)
+    return {Capability.dtype.fp8: lambda: True, Capability.dtype.bf16: lambda: True,
+            Capability.attention.flash_attention: flash,
+            Capability.attention.mem_efficient_attention: lambda: True}
+
+
+#: each device type's answers, as torch 2.15's device bases give them (a device type not here declares none)
+_CAPABILITIES: dict[str, Callable[[], dict[str, Callable[[], bool]]]] = {
+    "cpu": lambda: {Capability.dtype.fp8: lambda: True, Capability.dtype.bf16: lambda: True,
+                    Capability.attention.flash_attention: lambda: True,
+                    Capability.attention.mem_efficient_attention: lambda: False},
+    "mps": lambda: {Capability.dtype.fp8: lambda: False, Capability.dtype.bf16: lambda: True,
+                    Capability.attention.flash_attention: lambda: False,
+                    Capability.attention.mem_efficient_attention: lambda: False},
+    "cuda": _cuda_capabilities,
+    "xpu": _xpu_capabilities,
+}
+
+
+def _device_capabilities(cls: type) -> dict[str, bool]:
+    table = getattr(cls, "_capabilities", None)
+    found = table() if callable(table) else _CAPABILITIES.get(getattr(cls, "device_type", ""), dict)()
+    return {name: bool(supported()) for name, supported in found.items()}
+
+
+def requires_capabilities(*caps: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Skip the test where its device type lacks one of ``caps`` (checked when it runs); a capability the device
+    type does not declare is an error naming it, as upstream's."""
+    wanted = set(caps)
+
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            have = _device_capabilities(type(self))
+            device = getattr(type(self), "device_type", "?")
+            missing = sorted(wanted - set(have))
+            if missing:
+                raise AssertionError(f"Device '{device}' has not declared capabilities: {', '.join(missing)}. "
+                                     f"Add them to {type(self).__name__}._capabilities().")
+            unsupported = sorted(c for c in wanted if not have[c])
+            if unsupported:
+                raise unittest.SkipTest(f"Device '{device}' has unsupported capabilities: {', '.join(unsupported)}")
+            return fn(self, *args, **kwargs)
+        return checked
+    return decorator
 
 
 class CPUTestBase(DeviceTypeTestBase):

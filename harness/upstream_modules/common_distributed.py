@@ -59,9 +59,14 @@ __all__ = ["MultiProcessTestCase", "MultiProcContinuousTest", "MultiProcContinou
            # common_utils's names upstream's module imports, which test files take from it too
            "FILE_SCHEMA", "find_free_port", "IS_SANDCASTLE", "LazyVal", "retry_on_connect_failures",
            "skip_but_pass_in_sandcastle", "skip_but_pass_in_sandcastle_if", "TEST_CUDA", "TEST_HPU", "TEST_WITH_TSAN",
-           "TEST_XPU", "TestCase"]
+           "TEST_XPU", "TestCase",
+           # older releases' names, with the meaning they had there
+           "skip_if_rocm"]
 
 MultiProcContinousTest = MultiProcContinuousTest  # upstream's older spelling
+#: upstream's name for ``skip_if_rocm_multiprocess`` before the rename: the same skip (on a ROCm build, "Test
+#: skipped for ROCm"; ``skip_if_rocm_single_process`` was its one-process twin), under its old name
+skip_if_rocm = skip_if_rocm_multiprocess
 TEST_WITH_DEV_DBG_ASAN: bool = flag("TEST_WITH_DEV_DBG_ASAN")
 TEST_WITH_ROCM: bool = flag("TEST_WITH_ROCM")
 

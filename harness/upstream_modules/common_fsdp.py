@@ -40,7 +40,9 @@ __all__ = ["FSDPTest", "FSDPTestMultiThread", "FSDPTestContinuous", "MultiProces
            "_assert_module_states", "DummyProcessGroup", "NonUniformReqGradNWM", "SkipModel", "SkipModule",
            "NestedLinear", "_broadcast_state_dict", "_get_state_dict", "compiled_fsdp_test", "FSDPTestModel",
            "DummyDDP", "AlwaysWrapNestedWrappedModule", "DEVICE_TYPE", "DEVICE_COUNT", "DISTRIBUTED_BACKEND",
-           "ModuleWithDelay", "NestedWrappedModuleWithDelay", "MixtureOfExperts"]
+           "ModuleWithDelay", "NestedWrappedModuleWithDelay", "MixtureOfExperts",
+           # older releases' names, with the meaning they had there
+           "_maybe_cuda", "test_compiled_fsdp"]
 
 
 def _collectives_module() -> types.ModuleType:
@@ -192,6 +194,13 @@ def _maybe_wrap_fsdp(model: nn.Module, wrap_fsdp: bool, *args: Any, **kwargs: An
 def _move_to_device(model: nn.Module, move_to_device: bool) -> nn.Module:
     """``model`` on the ranks' device (``get_devtype()``) when ``move_to_device``."""
     return model.to(get_devtype()) if move_to_device else model
+
+
+def _maybe_cuda(model: nn.Module, move_to_cuda: bool) -> nn.Module:
+    """An older release's helper, as it was there: ``model.cuda()`` when ``move_to_cuda``, else ``model``
+    unchanged. It asks for CUDA by name (``_move_to_device`` is its device-agnostic successor): on a machine
+    without CUDA it raises, which the harness reports as a test that needs CUDA."""
+    return model.cuda() if move_to_cuda else model
 
 
 def get_full_params(model: nn.Module, recurse: bool = True) -> list[torch.Tensor]:
@@ -356,6 +365,16 @@ def compiled_fsdp_test(compile_compute_on_module: type | None = None) -> Callabl
                     inductor_config.compile_threads = threads
         return both
     return decorator
+
+
+def test_compiled_fsdp(compile_compute_on_module: type | None = None) -> Callable[[Any], Any]:
+    """``compiled_fsdp_test`` under the name older releases gave it (the same two runs: eager, then compiled where
+    triton is installed). Marked ``__test__ = False``: imported into a test module under a ``test_`` name, it
+    is not collected as a test of its own."""
+    return compiled_fsdp_test(compile_compute_on_module)
+
+
+test_compiled_fsdp.__test__ = False  # type: ignore[attr-defined]
 
 
 def _machine_device() -> tuple[str, str, int]:

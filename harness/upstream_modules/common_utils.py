@@ -37,7 +37,7 @@ __all__ = ["run_tests", "TestCase", "parametrize", "instantiate_parametrized_tes
            "suppress_warnings", "wrapSwapTensorsTest", "xfailIfTorchDynamo", "getRocmVersion", "isRocmArchAnyOf",
            "skipIfRocmVersionLessThan", "runOnRocmArch", "skipIfWindows", "MI350_ARCH", "MI200_ARCH",
            "TEST_CUDA_PYTHON_BINDINGS", "requires_cuda_python_bindings", "TEST_CUDA_GRAPH", "device_sleep", "check_leaked_tensors",
-           "FILE_SCHEMA", "HardwareClassification"]
+           "FILE_SCHEMA", "HardwareClassification", "requires_accelerator", "IS_PYTORCH_CI", "IS_IN_CI"]
 
 
 def torch_release() -> tuple[int, int]:
@@ -140,6 +140,15 @@ TEST_MULTIACCELERATOR = LazyVal(lambda: torch.accelerator.device_count() > 1)
 
 #: upstream's "needs CUDA" skip, decided at decoration time as upstream's is
 requires_cuda = unittest.skipUnless(torch.cuda.is_available(), "Requires CUDA")
+#: upstream's "needs an accelerator of any kind" skip (torch 2.15 on): asked when the test runs (a class: when
+#: decorated), so a module that forks ranks after importing this has not asked the device at import
+requires_accelerator = _skip_where(lambda: not torch.accelerator.is_available(), "requires accelerator")
+
+#: older releases' CI flags, with the meaning they had there: ``IS_PYTORCH_CI`` is on wherever the variable
+#: ``IS_PYTORCH_CI`` is set to anything non-empty (PyTorch's old Jenkins scripts set it), ``IS_IN_CI`` where
+#: ``IN_CI`` is exactly ``"1"``
+IS_PYTORCH_CI: bool = bool(os.environ.get("IS_PYTORCH_CI"))
+IS_IN_CI: bool = os.environ.get("IN_CI") == "1"
 
 
 def suppress_warnings(fn: Callable[..., Any]) -> Callable[..., Any]:

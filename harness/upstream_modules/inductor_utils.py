@@ -11,7 +11,7 @@ import torch
 from harness.upstream_modules.common_utils import LazyVal
 
 __all__ = ["HAS_TRITON", "HAS_CUDA_AND_TRITON", "HAS_XPU_AND_TRITON", "HAS_GPU", "HAS_GPU_AND_TRITON", "HAS_MPS",
-           "HAS_CPU", "HAS_MULTIGPU", "GPU_TYPE", "GPU_TYPES", "requires_gpu", "requires_triton", "skipDeviceIf",
+           "HAS_CPU", "HAS_MULTIGPU", "GPU_TYPE", "GPU_TYPES", "IS_A100", "IS_H100", "HAS_CUDA", "requires_gpu", "requires_triton", "skipDeviceIf",
            "skipCUDAIf", "skipXPUIf", "skipCPUIf"]
 
 #: the device types inductor compiles for with triton, in torch's order
@@ -35,6 +35,21 @@ HAS_XPU_AND_TRITON: bool = _available("xpu") and HAS_TRITON
 HAS_MPS: bool = _available("mps")
 #: a GPU inductor can compile for with triton (CUDA, XPU or MTIA)
 HAS_GPU: bool = HAS_CUDA_AND_TRITON or HAS_XPU_AND_TRITON or (_available("mtia") and HAS_TRITON)
+#: an older release's name for HAS_CUDA_AND_TRITON, with the meaning it had there: CUDA and triton
+HAS_CUDA: bool = HAS_CUDA_AND_TRITON
+
+
+def _shared_memory() -> int:
+    """GPU 0's largest shared memory per block, as triton's driver reports it (inductor's own query)."""
+    from torch._inductor.utils import get_gpu_shared_memory
+
+    return get_gpu_shared_memory()
+
+
+#: an A100 or an H100 as GPU 0, told apart as upstream tells them, by the shared memory triton reports (164 KiB and
+#: 227 KiB); False without CUDA and triton. Asked when a test first reads them, never at import.
+IS_A100 = LazyVal(lambda: HAS_CUDA_AND_TRITON and _shared_memory() == 166912)
+IS_H100 = LazyVal(lambda: HAS_CUDA_AND_TRITON and _shared_memory() == 232448)
 HAS_GPU_AND_TRITON: bool = HAS_GPU
 
 

@@ -30,7 +30,7 @@ class TestPort(unittest.TestCase):
         result = port_source(SAMPLE, "t.py")
         self.assertEqual(len(result.unmapped), 1)
         self.assertRegex(result.unmapped[0], r"^torch.testing._internal.common_fsdp.FSDP_DEVICES: not in "
-                                             r"torch 2.13's common_fsdp .*\(line 7\)$")
+                                             r"torch 2.11-2.15's common_fsdp: .*\(line 7\)$")
         self.assertIn("from harness.upstream_modules.common_utils import HardwareClassification\n", result.new)
         left = private_imports(result.new, "t.py")
         self.assertEqual(left, ["t.py:7: torch.testing._internal.common_fsdp: FSDP_DEVICES"])

@@ -12,7 +12,8 @@ import torch.distributed as dist
 
 from harness.upstream_modules import (common_cuda, common_device_type, common_dist_composable, common_distributed,
                                       common_dtensor, common_fsdp, common_state_dict, common_utils, distributed_utils,
-                                      inductor_utils, logging_utils, st_common, st_ops_common, triton_utils,
+                                      inductor_utils, logging_utils, shard_test_common, st_common, st_ops_common,
+                                      triton_utils,
                                       two_tensor)
 from tests._support import base_env, nightly, run_fixture
 
@@ -83,6 +84,29 @@ class TestModels(unittest.TestCase):
         theirs_model = up.MyShardedModel1()
         torch.manual_seed(1)
         _same_module(self, theirs_model, st_common.MyShardedModel1())
+
+    def test_simple_megatron_lm_is_upstreams(self):
+        from torch.testing._internal.distributed._shard import test_common as up
+
+        for dtype in (torch.float32, torch.float64):
+            with self.subTest(dtype=dtype):
+                models = []
+                for cls in (up.SimpleMegatronLM, shard_test_common.SimpleMegatronLM):
+                    torch.manual_seed(5)
+                    models.append(cls([[17, 12], [12, 29]], dtype=dtype))
+                theirs, mine = models
+                _same_module(self, theirs, mine)
+                x = torch.randn(3, 17, dtype=dtype)
+                outs = [m(x) for m in models]
+                torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
+                for out in outs:
+                    out.sum().backward()
+                for getter in ("get_weights", "get_biases", "get_weight_grads", "get_bias_grads"):
+                    for a, b in zip(getattr(theirs, getter)(), getattr(mine, getter)()):
+                        torch.testing.assert_close(b, a, rtol=0, atol=0)
+        if not torch.cuda.is_available():  # a rank puts it on cuda:<rank>, as upstream's
+            with self.assertRaises((AssertionError, RuntimeError)):
+                shard_test_common.SimpleMegatronLM([[2, 2], [2, 2]], rank=0)
 
     def test_two_tensor_runs_every_op_on_both(self):
         from torch.testing._internal.two_tensor import TwoTensor as Theirs
@@ -263,8 +287,8 @@ class TestNamesRealFilesImport(unittest.TestCase):
         self._same_flags(up_utils, common_utils, ["IS_CI", "IS_JETSON", "TEST_ACCELERATOR", "TEST_MULTIACCELERATOR",
                                                   "TEST_CUDA_GRAPH"]
                          + (["TEST_CUDA_PYTHON_BINDINGS"] if hasattr(up_utils, "TEST_CUDA_PYTHON_BINDINGS") else []))
-        self._same_flags(up_cuda, common_cuda, [n for n in common_cuda.__all__ if n.endswith("OrLater")
-                                                or n.startswith("PLATFORM_SUPPORTS_")])
+        self._same_flags(up_cuda, common_cuda, [n for n in common_cuda.__all__ if hasattr(up_cuda, n) and (
+            n.endswith("OrLater") or n.startswith("PLATFORM_SUPPORTS_"))])  # CUDA11OrLater: an older release's
         from torch.testing._internal import common_distributed as up_dist
         self._same_flags(up_dist, common_distributed, ["PLATFORM_SUPPORTS_SYMM_MEM"])
         for name in ("MI350_ARCH", "MI300_ARCH", "MI200_ARCH"):
@@ -295,6 +319,91 @@ class TestNamesRealFilesImport(unittest.TestCase):
         if hasattr(up_dt, "_get_device_type"):  # torch 2.15 on
             for world_size in (1, 2, 4096):
                 self.assertEqual(common_dtensor._get_device_type(world_size), up_dt._get_device_type(world_size))
+
+    def test_names_of_older_releases(self):
+        """Names the installed upstream no longer has, with the meaning the releases that had them gave them."""
+        self.assertIs(common_distributed.skip_if_rocm, common_distributed.skip_if_rocm_multiprocess)
+        cuda = torch.version.cuda
+        self.assertIs(common_cuda.CUDA11OrLater, cuda is not None and int(cuda.split(".")[0]) >= 11)
+        model = torch.nn.Linear(2, 2)
+        self.assertIs(common_fsdp._maybe_cuda(model, False), model)
+        if not torch.cuda.is_available():  # it asks for CUDA by name, as it did
+            with self.assertRaises((AssertionError, RuntimeError)):
+                common_fsdp._maybe_cuda(model, True)
+        self.assertIs(getattr(common_fsdp.test_compiled_fsdp, "__test__", True), False)  # not collected as a test
+
+    def test_older_ci_flags_read_their_variables_as_upstream_did(self):
+        import os
+        import subprocess
+        import sys
+
+        env = dict(os.environ, IN_CI="true", IS_PYTORCH_CI="0")  # IN_CI on only as "1"; IS_PYTORCH_CI when non-empty
+        code = "from harness.upstream_modules import common_utils as c; print(c.IS_IN_CI, c.IS_PYTORCH_CI)"
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.stdout.split(), ["False", "True"], run.stderr[-2000:])
+        self.assertIs(common_utils.IS_IN_CI, os.environ.get("IN_CI") == "1")
+        self.assertIs(common_utils.IS_PYTORCH_CI, bool(os.environ.get("IS_PYTORCH_CI")))
+
+    def test_requires_accelerator_on_a_test_and_a_class(self):
+        from torch.testing._internal import common_utils as up
+
+        decorators = [common_utils.requires_accelerator]
+        if hasattr(up, "requires_accelerator"):  # torch 2.15 on
+            decorators.append(up.requires_accelerator)
+        expected = [] if torch.accelerator.is_available() else ["requires accelerator"]
+        for decorator in decorators:
+            @decorator
+            class Whole(unittest.TestCase):
+                def test_x(self):
+                    pass
+
+            class One(unittest.TestCase):
+                @decorator
+                def test_x(self):
+                    pass
+            for cls in (Whole, One):
+                with self.subTest(decorator=decorator, cls=cls.__name__):
+                    result = unittest.TestResult()
+                    unittest.defaultTestLoader.loadTestsFromTestCase(cls).run(result)
+                    self.assertEqual(([why for _, why in result.skipped], result.testsRun), (expected, 1))
+
+    def test_capabilities_as_upstreams(self):
+        from torch.testing._internal import common_device_type as up
+
+        cdt = common_device_type
+        for kind in ("cpu", "cuda"):  # each device type's answers on this machine, where upstream has them
+            base = getattr(cdt, f"{kind.upper()}TestBase")
+            mine = cdt._device_capabilities(base)
+            self.assertEqual(set(mine), {"dtype.fp8", "dtype.bf16", "attention.flash_attention",
+                                         "attention.mem_efficient_attention"})
+            if hasattr(up, "Capability"):  # torch 2.15 on
+                with self.subTest(kind):
+                    self.assertEqual(mine, getattr(up, f"{kind.upper()}TestBase").get_capabilities())
+        cases = [cdt.Capability.dtype.bf16, cdt.Capability.attention.mem_efficient_attention, "dtype.fp4"]
+        outcomes = {}
+        pairs = [("mine", cdt.requires_capabilities, (cdt.CPUTestBase, unittest.TestCase))]
+        if hasattr(up, "Capability"):
+            self.assertEqual(vars(cdt.Capability.dtype).keys() - {"__module__", "__qualname__", "__doc__"},
+                             vars(up.Capability.dtype).keys() - {"__module__", "__qualname__", "__doc__"})
+            pairs.append(("theirs", up.requires_capabilities, (up.CPUTestBase,)))
+        for who, requires, bases in pairs:
+            for cap in cases:
+                T = type("TestCapsCPU", bases, {"test_x": requires(cap)(lambda self: None)})
+                result = unittest.TestResult()
+                T("test_x").run(result)
+                outcomes[who, cap] = ([why for _, why in result.skipped],
+                                      [err.splitlines()[-1] for _, err in result.errors + result.failures])
+        self.assertEqual(outcomes["mine", cases[0]], ([], []))
+        self.assertEqual(outcomes["mine", cases[1]][0],
+                         ["Device 'cpu' has unsupported capabilities: attention.mem_efficient_attention"])
+        self.assertIn("has not declared capabilities: dtype.fp4", outcomes["mine", cases[2]][1][0])
+        for cap in cases if len(pairs) > 1 else []:
+            self.assertEqual(outcomes["mine", cap][0], outcomes["theirs", cap][0], cap)
+
+    def test_a100_and_h100_follow_the_gpu(self):
+        self.assertIs(inductor_utils.HAS_CUDA, inductor_utils.HAS_CUDA_AND_TRITON)  # an older release's name
+        if not inductor_utils.HAS_CUDA_AND_TRITON:
+            self.assertFalse(inductor_utils.IS_A100 or inductor_utils.IS_H100)  # upstream's answer without them
 
     def test_inductor_device_skips(self):
         ran = []
@@ -403,6 +512,8 @@ class TestNamesRealFilesImport(unittest.TestCase):
         ]
         if hasattr(up_dist, "requires_xccl"):
             pairs.append((common_distributed.requires_xccl(), up_dist.requires_xccl()))
+        if hasattr(up_utils, "requires_accelerator"):  # torch 2.15 on
+            pairs.append((common_utils.requires_accelerator, up_utils.requires_accelerator))
         if hasattr(up_dist, "skip_if_rocm_ver_atleast_multiprocess"):  # torch 2.15 on
             pairs.append((common_distributed.skip_if_rocm_ver_atleast_multiprocess((6, 0)),
                           up_dist.skip_if_rocm_ver_atleast_multiprocess((6, 0))))
@@ -1215,13 +1326,14 @@ class TestOnOneRank(_OneRank):
         try:
             import warnings
 
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                common_fsdp.compiled_fsdp_test()(body)()
-            self.assertIs(globals()["fully_shard"], fully_shard)
+            for decorate in (common_fsdp.compiled_fsdp_test, common_fsdp.test_compiled_fsdp):  # the older name too
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    decorate()(body)()
+                self.assertIs(globals()["fully_shard"], fully_shard)
         finally:
             globals().pop("fully_shard", None)
-        self.assertEqual(seen, [True, False] if has_triton() else [True])
+        self.assertEqual(seen, [True, False] * 2 if has_triton() else [True] * 2)
 
 
 class TestShardingRuleHelpers(_OneRank):

@@ -40,9 +40,11 @@ MOST_KEPT = [f"{_U}.{dotted}" for dotted in (
     "common_distributed.initialize_temp_directories", "common_distributed.cleanup_temp_dir",
     "distributed.checkpoint_utils.Rot13Example", "distributed.checkpoint_utils.get_test_extension_registry",
     "distributed.checkpoint_utils.with_checkpoint_logging")]
-#: the upstream test bodies the port may keep: the RPC agent suites (and the DDP-with-RPC, pipeline and remote-module
-#: bodies that run on them), DistributedTest's c10d bodies, OpInfo's op_db (the data @ops and DTensorConverter take)
-BODIES = {f"{_U}.distributed.rpc.", f"{_U}.distributed.rpc_utils", f"{_U}.distributed.ddp_under_dist_autograd_test",
+#: the upstream test bodies the port may keep: the RPC agent suites (their dist_init setup, and the DDP-with-RPC,
+#: pipeline and remote-module bodies that run on them), DistributedTest's c10d bodies, OpInfo's op_db (the data @ops
+#: and DTensorConverter take)
+BODIES = {f"{_U}.distributed.rpc.", f"{_U}.distributed.rpc_utils", f"{_U}.dist_utils",
+          f"{_U}.distributed.ddp_under_dist_autograd_test",
           f"{_U}.distributed.pipe_with_ddp_test", f"{_U}.distributed.nn.", f"{_U}.distributed.distributed_test",
           f"{_U}.common_methods_invocations", f"{_U}.opinfo."}
 #: names with no counterpart yet, and why (none now: a name added here needs its reason)
