@@ -128,6 +128,32 @@ class TestLayout(unittest.TestCase):
         self.assertIsNone(folder_of("harness.main"))
 
 
+def private_imports_in(path: pathlib.Path) -> list[str]:
+    """Where ``path`` imports ``torch.testing._internal`` (any depth: a lazy import inside a function counts)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                 else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        found += [f"{path.relative_to(HARNESS.parent)}:{node.lineno}" for n in names
+                  if n == "torch.testing._internal" or n.startswith("torch.testing._internal.")]
+    return found
+
+
+class TestNothingPrivate(unittest.TestCase):
+    def test_the_harness_and_the_suites_import_nothing_of_torch_testing_internal(self) -> None:
+        # what the harness exists to replace: read upstream for facts, never import it (benchmarks may, as a baseline)
+        files = [*HARNESS.rglob("*.py"), *(HARNESS.parent / "test_distributed").rglob("*.py")]
+        self.assertEqual([where for f in files for where in private_imports_in(f)], [])
+
+    def test_the_check_sees_a_lazy_import(self) -> None:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(dir=HARNESS.parent) as tmp:
+            path = pathlib.Path(tmp) / "m.py"
+            path.write_text("def f():\n    from torch.testing._internal.common_xpu import X\n")
+            self.assertEqual(len(private_imports_in(path)), 1)
+
+
 class TestUpstreamModulesFolder(unittest.TestCase):
     def test_upstream_modules_holds_one_namespace_per_upstream_module(self) -> None:
         # its size is upstream's (a module per torch.testing._internal module files import), not a concern to
