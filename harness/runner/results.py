@@ -154,6 +154,19 @@ def _fixture_step() -> tuple[str, Any]:
         del frame
 
 
+
+def _take_record(entry: Entry, record: Any) -> None:
+    """Copy where a harness test ran (harness.judging.notes' record: world, placement, examples, triage, faults,
+    attempts, picture) into the entry the report shows."""
+    entry.world_size = record.world_size
+    entry.placement = record.placement
+    entry.why_placed = record.reason
+    entry.examples = record.examples
+    entry.triage = record.triage
+    entry.faults = record.faults
+    entry.attempts = list(record.attempts)
+    entry.picture = record.picture
+
 class RunnerResult(unittest.TestResult):
     """Turns unittest's calls into one :class:`Entry` per test, and tells the listener as each ends.
 
@@ -337,14 +350,7 @@ class RunnerResult(unittest.TestResult):
         if self.keep_output:
             entry.output = output
         if record is not None:
-            entry.world_size = record.world_size
-            entry.placement = record.placement
-            entry.why_placed = record.reason
-            entry.examples = record.examples
-            entry.triage = record.triage
-            entry.faults = record.faults
-            entry.attempts = list(record.attempts)
-            entry.picture = record.picture
+            _take_record(entry, record)
         if self.failfast and status in BAD:
             self.stop()
 
@@ -384,14 +390,7 @@ class RunnerResult(unittest.TestResult):
         entry.seconds = time.monotonic() - self._t0
         rec = self.harness_run.notes.take_record(short_id(test) if isinstance(test, unittest.TestCase) else entry.test_id)
         if rec is not None:
-            entry.world_size = rec.world_size
-            entry.placement = rec.placement
-            entry.why_placed = rec.reason
-            entry.examples = rec.examples
-            entry.triage = rec.triage
-            entry.faults = rec.faults
-            entry.attempts = list(rec.attempts)
-            entry.picture = rec.picture
+            _take_record(entry, rec)
         self.entries.append(entry)
         self._current = None
         self.listener.test_done(entry, self.started)
