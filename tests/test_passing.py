@@ -2,7 +2,7 @@
 import os
 import unittest
 
-from tests._support import FixtureTestCase
+from tests._support import FixtureTestCase, nightly
 
 MOD = "tests.fixtures.fx_pass"
 
@@ -101,6 +101,8 @@ class TestDeviceSelection(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("a placement's skip before any rank starts, end to end, by TestDeviceSelection; HARNESS_DEVICE=cuda's "
+         "words with no GPU by tests.unit.test_placement")
 class TestCudaWithoutAGpu(FixtureTestCase):
     """HARNESS_DEVICE=cuda takes NCCL or shared GPUs; with no GPU at all (hidden), every test is skipped so."""
 

@@ -1,7 +1,7 @@
 """Mistakes in tests or settings: each is a clear error naming the test and the fix, never a pass."""
 import unittest
 
-from tests._support import FixtureTestCase
+from tests._support import FixtureTestCase, nightly
 
 MOD = "tests.fixtures.fx_usage"
 
@@ -89,6 +89,8 @@ class TestBadDecoratorArgument(FixtureTestCase):
         self.check_nothing_left()
 
 
+@nightly("a bad HARNESS_* value refused in every test of a run by tests.test_isolation.TestBadSetting; "
+         "HARNESS_DEVICE's choices by tests.unit.test_settings")
 class TestUnknownDevice(FixtureTestCase):
     ARGS = ["tests.fixtures.fx_pass.TestBPids", "-v"]
     ENV = {"HARNESS_DEVICE": "tpu"}

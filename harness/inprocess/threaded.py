@@ -232,16 +232,21 @@ def join_threads(test: Any) -> None:
     run: Run = test._harness_threaded_run
     world = threads.world
     try:
-        deadline = threads.started + world.timeout + 5.0  # a thread in a collective times out there first
+        # a thread in a collective times out there first (threaded_pg), and records where; one that is stuck
+        # anywhere else is found a second later
+        deadline = threads.started + world.timeout + 1.0
         for thread in threads.threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         stuck = [rank for rank, thread in enumerate(threads.threads) if thread.is_alive()]
         if stuck:
             world.abort(f"rank(s) {stuck} did not finish")
             frames = sys._current_frames()
+            in_collective = []
             for rank in stuck:
                 thread = threads.threads[rank]
                 where = threaded_pg.current_collective(rank)
+                if where:
+                    in_collective.append(rank)
                 frame = frames.get(thread.ident or -1)
                 stack = "".join(traceback.format_stack(frame)) if frame is not None else ""
                 threads.results[rank] = RankResult(
@@ -249,8 +254,9 @@ def join_threads(test: Any) -> None:
                     f"timed out after {world.timeout:g} s" + (f" in {where}" if where else " outside any collective")
                     + " (the thread cannot be stopped: it is left running; set HARNESS_TIMEOUT to raise)",
                     stack=stack, arrived=time.monotonic())
-            for thread in threads.threads:  # its peers leave their collectives now
-                thread.join(2.0)
+            # the ones in a collective leave it now (aborted); one stuck outside every collective never will
+            for rank in in_collective:
+                threads.threads[rank].join(2.0)
     finally:
         threads.restore_output()
         threads.exit_installed.__exit__(None, None, None)

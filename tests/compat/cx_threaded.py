@@ -11,7 +11,7 @@ SHARED = {}  # module state: the thread ranks of one test share it, as upstream'
 
 
 class _FourThreads(MultiThreadedTestCase):
-    timeout = 6  # the hang below waits this long
+    timeout = 3  # the hang below waits this long
 
     @property
     def world_size(self):

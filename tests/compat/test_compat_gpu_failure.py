@@ -37,6 +37,8 @@ class TestGpuWrittenFailure(FixtureTestCase):
 
 @nightly("the strict rule (HARNESS_DEVICE=cpu: a failure, not a skip) by tests.compat.test_compat_gpu_tried_on_cpu."
          "TestStrictUnderDeviceCpu and tests.unit.test_verdict")
+@nightly("the strict rule (HARNESS_DEVICE=cpu: a failure, not a skip) by tests.compat.test_compat_gpu_tried_on_cpu."
+         "TestStrictUnderDeviceCpu and tests.unit.test_verdict; the peer grace after a failure by TestGpuWrittenFailure")
 class TestGpuWrittenFailureUnderDeviceCpu(FixtureTestCase):
     """HARNESS_DEVICE=cpu: they are failures, and a rank that fails then waits in a cleanup costs the grace."""
 

@@ -4,7 +4,7 @@ import unittest
 
 import torch.distributed as dist
 
-from tests._support import RUN_TESTS, THE_RUNNER, UNITTEST, under_each_front_end
+from tests._support import RUN_TESTS, THE_RUNNER, UNITTEST, nightly, under_each_front_end
 
 MOD = "tests.compat.cx_gpu_skips"
 NO_GPUS = {"CUDA_VISIBLE_DEVICES": ""}
@@ -46,6 +46,11 @@ class _Checks:
 
 
 globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), THE_RUNNER: (), UNITTEST: ()}, env=NO_GPUS))
+# in CI the needs-CUDA line, with each skip's reason in any wording, is checked on tests/compat/cx_local_tensor.py
+globals()["TestUnderRunTests"] = nightly(
+    "the needs-CUDA count and its reasons in any wording by tests.compat.test_compat_local_tensor.TestUnderRunTests."
+    "test_gpu_skips_in_any_wording_are_counted_and_others_are_not; upstream's skip exit code by "
+    "tests.compat.test_compat_members; each wording by tests.unit.test_local_and_gpu_words")(globals()["TestUnderRunTests"])
 
 
 if __name__ == "__main__":

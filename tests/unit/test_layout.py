@@ -67,9 +67,10 @@ def stated_rule(folder: str) -> set[str] | None:
 
 
 class TestLayout(unittest.TestCase):
-    def setUp(self) -> None:
-        self.modules = all_modules()
-        self.deps = {m: imports_of(p, self.modules) for m, p in self.modules.items()}
+    @classmethod
+    def setUpClass(cls) -> None:  # every module parsed once for the class's checks, none of which changes them
+        cls.modules = all_modules()
+        cls.deps = {m: imports_of(p, cls.modules) for m, p in cls.modules.items()}
 
     def test_every_folder_states_what_it_may_import(self) -> None:
         missing = [f for f in folders() if stated_rule(f) is None]
