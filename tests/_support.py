@@ -85,10 +85,15 @@ def base_env(**extra: str | None) -> dict[str, str]:
 
     The GPUs are hidden (``CUDA_VISIBLE_DEVICES=""``): the fixtures' reports describe a machine without
     GPUs, whatever machine runs them. A test about GPUs passes ``CUDA_VISIBLE_DEVICES=None`` to see them.
+
+    Triage is off (``HARNESS_TRIAGE=0``, as ``--no-triage``): a fixture's failures are its own on purpose, and
+    triage would run each of them again in fresh ranks (a hang's whole timeout again) for a finding no check
+    reads. The tests of triage, and those that read its line, pass ``HARNESS_TRIAGE=None``: the default, on.
     """
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("HARNESS_") and k not in ("HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS", "CI")}
     env["CUDA_VISIBLE_DEVICES"] = ""
+    env["HARNESS_TRIAGE"] = "0"
     env["HYPOTHESIS_PROFILE"] = "ci"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"

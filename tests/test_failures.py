@@ -13,6 +13,7 @@ FIX = "fx_fail.py"
 
 class TestFailingRun(FixtureTestCase):
     ARGS = [MOD, "-v"]
+    ENV = {"HARNESS_TRIAGE": None}  # on, as a user's run has it: its line is checked below
 
     def test_exit_code_and_summary(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())

@@ -14,6 +14,12 @@ INNOCENT = f"{FX}.TestPolluted.test_b_all_reduce"
 VICTIM = f"{FX}.TestPolluted.test_c_expects_an_empty_cache"
 
 
+class TriageCase(FixtureTestCase):
+    """Triage on, as a user's run has it (base_env turns it off for the fixtures of other tests)."""
+
+    ENV = {"HARNESS_TRIAGE": None}
+
+
 class _FlakyDir:
     @classmethod
     def setUpClass(cls):
@@ -27,7 +33,7 @@ class _FlakyDir:
         super().tearDownClass()
 
 
-class TestUnderTheRunner(_FlakyDir, FixtureTestCase):
+class TestUnderTheRunner(_FlakyDir, TriageCase):
     ARGS = [FX, "--junit-xml", os.path.join(tempfile.gettempdir(), f"fx-triage-{os.getpid()}.xml")]
     RUNNER = "harness"
 
@@ -77,7 +83,7 @@ class TestUnderTheRunner(_FlakyDir, FixtureTestCase):
         self.check_nothing_left()
 
 
-class TestFailEnvChanged(FixtureTestCase):
+class TestFailEnvChanged(TriageCase):
     """--fail-env-changed: the polluter fails (after the fact), the test it made fail passes. In CI: its verdict is
     its own (a result wrapped for pytest's marks once lost it, and only the nightly tier saw)."""
 
@@ -92,7 +98,7 @@ class TestFailEnvChanged(FixtureTestCase):
         self.check_nothing_left()
 
 
-class TestNoTriage(FixtureTestCase):
+class TestNoTriage(TriageCase):
     """--no-triage: as before, the reused ranks' verdict and nothing re-run."""
 
     ARGS = [f"{FX}.TestPolluted", "--no-triage"]
@@ -106,7 +112,7 @@ class TestNoTriage(FixtureTestCase):
 
 
 @nightly("triage's findings by TestUnderTheRunner")
-class TestUnderPlainUnittest(FixtureTestCase):
+class TestUnderPlainUnittest(TriageCase):
     ARGS = [f"{FX}.TestPolluted", f"{FX}.TestOwn"]
 
     def test_findings_in_the_report_and_at_the_end(self):
@@ -120,12 +126,12 @@ class TestUnderPlainUnittest(FixtureTestCase):
 
 
 @nightly("triage's findings by TestUnderTheRunner")
-class TestUnderRunTests(FixtureTestCase):
+class TestUnderRunTests(TriageCase):
     """``python -m MODULE``: the module's own ``run_tests()``, with HARNESS_ENV_CHANGED=fail."""
 
     RUNNER = FX
     ARGS = ["TestPolluted"]
-    ENV = {"HARNESS_ENV_CHANGED": "fail"}
+    ENV = {"HARNESS_TRIAGE": None, "HARNESS_ENV_CHANGED": "fail"}
 
     def test_the_polluter_fails_in_unittests_own_summary(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
@@ -135,7 +141,7 @@ class TestUnderRunTests(FixtureTestCase):
 
 
 @nightly("triage's findings by TestUnderTheRunner; pytest's sections of the harness by tests.test_pytest_plugin")
-class TestUnderPytest(FixtureTestCase):
+class TestUnderPytest(TriageCase):
     ARGS = ["tests/fixtures/fx_triage.py", "-k", "TestPolluted or TestOwn", "-rA", "-p", "no:cacheprovider",
             "--junit-xml", os.path.join(tempfile.gettempdir(), f"fx-triage-pytest-{os.getpid()}.xml")]
     RUNNER = "pytest"

@@ -529,6 +529,9 @@ class LaunchedJob(World, Worlds):
             time.sleep(0.2)
 
     def _at_exit(self) -> None:
+        # Tidy first: once every rank has said it is leaving, one that ends non-zero makes torchrun SIGTERM
+        # the others, and a rank other than 0 dies of it at once (no handler), with whatever it had not removed
+        shutil.rmtree(self.scratch, ignore_errors=True)
         # Leave together: torchrun stops the whole job as soon as one rank exits non-zero, which would
         # cut off a rank that is still finishing its own (identical) report.
         if self.rank == 0:
@@ -545,7 +548,6 @@ class LaunchedJob(World, Worlds):
             self.ctx.keeper.release()
         except Exception:
             pass
-        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         """torchrun stops every rank when one dies: say which test that was, then go at once (raising
