@@ -24,20 +24,27 @@ copies first (so the caller may reuse its tensor at once, as with gloo on CPU), 
 tensors itself, through pinned host copies of its own (``libtorch_cpu.so`` of torch 2.13 and 2.15 holds
 ``AsyncBroadcastCUDAWork``, ``AsyncAllgatherCUDAWork``, ``AsyncGatherCUDAWork``, ``AsyncScatterCUDAWork``,
 ``AsyncReduceCUDAWork``, ``AsyncAlltoallCUDAWork`` and ``AsyncAlltoallListCUDAWork``; the all-reduce's
-are in ``libtorch_cuda.so``): scatter, gather, all_to_all, all_to_all_single and the object collectives
-that stay on their tensors' device are left to it.
+are in ``libtorch_cuda.so``): scatter, gather, all_to_all_single and the object collectives that stay on
+their tensors' device are left to it.
+
+The list ``all_to_all`` is staged too (``c10d::alltoall_``): torch 2.11's gloo has no list all-to-all on any
+device (``Backend gloo does not support alltoall``), so its kernel concatenates the inputs into one CPU tensor,
+runs gloo's ``all_to_all_single`` with the tensors' sizes as the splits, and copies each part back into its
+output, synchronously. Every release gets it, so that a test gives the same values on each.
 """
 from __future__ import annotations
 
 import functools
 
-__all__ = ["stage_through_cpu", "STAGED_OPS", "STAGED_P2P_OPS"]
+__all__ = ["stage_through_cpu", "STAGED_OPS", "STAGED_P2P_OPS", "STAGED_LIST_OPS"]
 
 #: the functional ops whose CUDA kernels gloo lacks (their coalesced c10d calls are CPU-only in gloo)
 STAGED_OPS = ("all_gather_into_tensor", "all_gather_into_tensor_out", "all_gather_into_tensor_coalesced",
               "reduce_scatter_tensor", "reduce_scatter_tensor_out", "reduce_scatter_tensor_coalesced")
 #: the ``c10d`` point-to-point ops, whose gloo kernels read any pointer as host memory
 STAGED_P2P_OPS = ("send", "recv_", "recv_any_source_")
+#: the ``c10d`` list collectives staged through a single-tensor one gloo has on every release
+STAGED_LIST_OPS = ("alltoall_",)
 
 _installed: dict[str, tuple] = {}  # dispatch key -> the torch.library.Library objects that hold the kernels alive
 _pending: set = set()  # staged receives not waited for yet: their Python object is the work torch holds
@@ -73,6 +80,9 @@ def stage_through_cpu(dispatch_key: str = "CUDA") -> bool:
         p2p.impl("send", lambda tensors, group, dst, tag: _send(tensors, group, dst, tag, device), dispatch_key)
         p2p.impl("recv_", lambda tensors, group, src, tag: _recv(tensors, group, device, src, tag), dispatch_key)
         p2p.impl("recv_any_source_", lambda tensors, group, tag: _recv(tensors, group, device, None, tag),
+                 dispatch_key)
+        # (async_op and timeout follow the group in its schema: not needed, the staged call waits itself)
+        p2p.impl("alltoall_", lambda outputs, inputs, group, *rest: _all_to_all(outputs, inputs, group, device),
                  dispatch_key)
     _installed[dispatch_key] = (lib, p2p)
     return True
@@ -157,6 +167,25 @@ def _send(tensors, group, dst: int, tag: int, device):
     # may change meanwhile
     staged = [t.detach().to("cpu", copy=True).contiguous() for t in tensors]
     return _backend(group, device).send(staged, dst, tag).boxed()
+
+
+def _all_to_all(outputs, inputs, group, device):
+    """The list all-to-all as one ``all_to_all_single`` of CPU copies: input i goes to rank i, output j comes
+    from rank j, each of its own size."""
+    import torch
+    import torch.distributed as dist
+
+    dtype = outputs[0].dtype if outputs else inputs[0].dtype
+    send = torch.cat([t.detach().reshape(-1).to("cpu", dtype) for t in inputs]) if inputs else torch.empty(0, dtype=dtype)
+    received = torch.empty(sum(t.numel() for t in outputs), dtype=dtype)
+    work = _backend(group, device).alltoall_base(received, send, [t.numel() for t in outputs],
+                                                 [t.numel() for t in inputs], dist.AllToAllOptions())
+    work.wait()
+    at = 0
+    for t in outputs:
+        t.copy_(received[at:at + t.numel()].view(t.shape))
+        at += t.numel()
+    return outputs, work.boxed()
 
 
 def _recv(tensors, group, device, src: int | None, tag: int):
