@@ -80,6 +80,10 @@ def nccl_skip_reason() -> str:
     return NCCL_WITHOUT_GPU if dist.is_nccl_available() else "c10d was not compiled with the NCCL backend"
 
 
+#: base_env's override that leaves triage to the harness's default (on), as a user's run has it
+TRIAGE_ON: dict[str, str | None] = {"HARNESS_TRIAGE": None}
+
+
 def base_env(**extra: str | None) -> dict[str, str]:
     """The caller's environment without HARNESS_* settings (a run must not depend on the outer shell).
 
@@ -88,7 +92,7 @@ def base_env(**extra: str | None) -> dict[str, str]:
 
     Triage is off (``HARNESS_TRIAGE=0``, as ``--no-triage``): a fixture's failures are its own on purpose, and
     triage would run each of them again in fresh ranks (a hang's whole timeout again) for a finding no check
-    reads. The tests of triage, and those that read its line, pass ``HARNESS_TRIAGE=None``: the default, on.
+    reads. The tests of triage, and those that read its line, pass :data:`TRIAGE_ON`.
     """
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("HARNESS_") and k not in ("HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS", "CI")}

@@ -19,7 +19,7 @@ import time
 import unittest
 import uuid
 
-from tests._support import (PYTEST_PLUGIN, REPO, TOKEN_VAR, base_env, finish_fixture, fixture_line, nightly,
+from tests._support import (PYTEST_PLUGIN, REPO, TOKEN_VAR, TRIAGE_ON, base_env, finish_fixture, fixture_line, nightly,
                             run_fixture, start_fixture, wait_until_gone)
 
 try:
@@ -43,7 +43,7 @@ class OnTerminal(unittest.TestCase):
     def start(self, args: list[str], runner: str = "harness", **env: str) -> None:
         self.token = uuid.uuid4().hex
         self.tmpdir = tempfile.mkdtemp(prefix="distharness-suite-")
-        full_env = base_env(**{"HARNESS_TRIAGE": None, **env})  # triage on: what it runs again matters here
+        full_env = base_env(**{**TRIAGE_ON, **env})  # triage on: what it runs again matters here
         full_env.update({TOKEN_VAR: self.token, "TMPDIR": self.tmpdir, "HARNESS_THREADS": "1"})
         plugin = PYTEST_PLUGIN if runner == "pytest" else []
         self.term = pexpect.spawn(sys.executable, ["-m", runner, *plugin, *args], cwd=REPO, env=full_env,
@@ -235,7 +235,8 @@ class TestWithoutATerminal(unittest.TestCase):
     def test_a_breakpoint_fails_at_once_naming_its_place_the_rank_and_the_fix(self):
         # HARNESS_TIMEOUT far above the run's own limit: waiting for it would fail this test
         r = run_fixture([FX, "-k", "test_breakpoint", "-k", "test_torch_breakpoint", "-k", "test_zz_after"],
-                        base_env(HARNESS_TIMEOUT="3600", HARNESS_THREADS="1", HARNESS_TRIAGE=None), runner="harness", timeout=600)
+                        base_env(HARNESS_TIMEOUT="3600", HARNESS_THREADS="1", **TRIAGE_ON),
+                        runner="harness", timeout=600)
         line = fixture_line("fx_debug", "breakpoint()")
         self.assertIn(f"breakpoint() at {os.path.join(REPO, FX)}:{line} on rank 1 of "
                       f"{MOD}.DebugTest.test_breakpoint", r.output, r.describe())
@@ -247,7 +248,7 @@ class TestWithoutATerminal(unittest.TestCase):
 
     @nightly("no terminal by test_a_breakpoint_fails_at_once...")
     def test_pythonbreakpoint_0_skips_it(self):
-        r = run_fixture([FX, "-k", "test_breakpoint"], base_env(PYTHONBREAKPOINT="0", HARNESS_THREADS="1", HARNESS_TRIAGE=None),
+        r = run_fixture([FX, "-k", "test_breakpoint"], base_env(PYTHONBREAKPOINT="0", HARNESS_THREADS="1", **TRIAGE_ON),
                         runner="harness")
         self.assertIn("1 passed, 0 failed", r.output, r.describe())
 

@@ -5,7 +5,7 @@ is kept after a failure and replaced after a crash or a hang.
 """
 import unittest
 
-from tests._support import nightly, FixtureTestCase, fixture_line
+from tests._support import TRIAGE_ON, nightly, FixtureTestCase, fixture_line
 
 MOD = "tests.fixtures.fx_fail"
 FIX = "fx_fail.py"
@@ -13,7 +13,7 @@ FIX = "fx_fail.py"
 
 class TestFailingRun(FixtureTestCase):
     ARGS = [MOD, "-v"]
-    ENV = {"HARNESS_TRIAGE": None}  # on, as a user's run has it: its line is checked below
+    ENV = TRIAGE_ON  # on, as a user's run has it: its line is checked below
 
     def test_exit_code_and_summary(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())

@@ -25,6 +25,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _leftovers(tmpdir: str) -> list[str]:
+    """The harness's folders a job left in its TMPDIR (there should be none)."""
+    return sorted(n for n in os.listdir(tmpdir) if n.startswith("harness-"))
+
+
 def _env(tmpdir: str, **extra: str | None) -> dict[str, str]:
     """The environment of a torchrun job; the GPUs are hidden (base_env) unless ``CUDA_VISIBLE_DEVICES=None``."""
     env = base_env(**extra)
@@ -45,7 +50,7 @@ class TorchrunCase(unittest.TestCase):
         return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
     def assertNothingLeft(self) -> None:
-        self.assertEqual(sorted(n for n in os.listdir(self.tmpdir) if n.startswith("harness-")), [])
+        self.assertEqual(_leftovers(self.tmpdir), [])
 
 
 @nightly("placement under torchrun: the same choose_placement the unit tests check")
@@ -98,9 +103,9 @@ class TestStandalone(TorchrunCase):
         cls.job_dir = tempfile.mkdtemp(prefix="distharness-torchrun-")
         # run_subtests' ranks meet through torchrun's store, not the test's group (HARNESS_PEER_GRACE below)
         out = subprocess.run([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "-v", *cls.JOB], cwd=REPO,
-                             env=_env(cls.job_dir, HARNESS_PEER_GRACE="3"), capture_output=True, text=True, timeout=300)
-        cls.job = (out.returncode, out.stdout + out.stderr,
-                   sorted(n for n in os.listdir(cls.job_dir) if n.startswith("harness-")))
+                             env=_env(cls.job_dir, HARNESS_PEER_GRACE="3"), capture_output=True, text=True,
+                             timeout=300)
+        cls.job = (out.returncode, out.stdout + out.stderr, _leftovers(cls.job_dir))
         shutil.rmtree(cls.job_dir, ignore_errors=True)
 
     def test_rank0_reports_for_every_rank(self):
@@ -199,6 +204,7 @@ class TestStandalone(TorchrunCase):
         code, text, left = self.job
         self.assertIn("[rank 0/2] raised on cpu/gloo: harness.errors.HarnessError: rank 1 left the test", text)
         self.assertIn("give run_subtests the same config on every rank", text)
+        self.assertNotIn("timed out", text)
         self.assertLess(text.index("rank 1 left the test"), text.index("FIXTURE-DESYNC rank 1 cannot build"))
         self.assertEqual(left, [])
 

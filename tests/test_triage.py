@@ -6,7 +6,7 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-from tests._support import nightly, FixtureTestCase, base_env, run_fixture
+from tests._support import TRIAGE_ON, nightly, FixtureTestCase, base_env, run_fixture
 
 FX = "tests.fixtures.fx_triage"
 POLLUTER = f"{FX}.TestPolluted.test_a_fills_the_cache"
@@ -17,7 +17,7 @@ VICTIM = f"{FX}.TestPolluted.test_c_expects_an_empty_cache"
 class TriageCase(FixtureTestCase):
     """Triage on, as a user's run has it (base_env turns it off for the fixtures of other tests)."""
 
-    ENV = {"HARNESS_TRIAGE": None}
+    ENV = TRIAGE_ON
 
 
 class _FlakyDir:
@@ -131,7 +131,7 @@ class TestUnderRunTests(TriageCase):
 
     RUNNER = FX
     ARGS = ["TestPolluted"]
-    ENV = {"HARNESS_TRIAGE": None, "HARNESS_ENV_CHANGED": "fail"}
+    ENV = {**TRIAGE_ON, "HARNESS_ENV_CHANGED": "fail"}
 
     def test_the_polluter_fails_in_unittests_own_summary(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())

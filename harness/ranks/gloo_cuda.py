@@ -176,7 +176,8 @@ def _all_to_all(outputs, inputs, group, device):
     import torch.distributed as dist
 
     dtype = outputs[0].dtype if outputs else inputs[0].dtype
-    send = torch.cat([t.detach().reshape(-1).to("cpu", dtype) for t in inputs]) if inputs else torch.empty(0, dtype=dtype)
+    send = (torch.cat([t.detach().reshape(-1).to("cpu", dtype) for t in inputs]) if inputs
+            else torch.empty(0, dtype=dtype))
     received = torch.empty(sum(t.numel() for t in outputs), dtype=dtype)
     work = _backend(group, device).alltoall_base(received, send, [t.numel() for t in outputs],
                                                  [t.numel() for t in inputs], dist.AllToAllOptions())

@@ -154,7 +154,6 @@ def _fixture_step() -> tuple[str, Any]:
         del frame
 
 
-
 def _take_record(entry: Entry, record: Any) -> None:
     """Copy where a harness test ran (harness.judging.notes' record: world, placement, examples, triage, faults,
     attempts, picture) into the entry the report shows."""
@@ -166,6 +165,7 @@ def _take_record(entry: Entry, record: Any) -> None:
     entry.faults = record.faults
     entry.attempts = list(record.attempts)
     entry.picture = record.picture
+
 
 class RunnerResult(unittest.TestResult):
     """Turns unittest's calls into one :class:`Entry` per test, and tells the listener as each ends.

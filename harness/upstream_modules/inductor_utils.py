@@ -11,8 +11,8 @@ import torch
 from harness.upstream_modules.common_utils import LazyVal
 
 __all__ = ["HAS_TRITON", "HAS_CUDA_AND_TRITON", "HAS_XPU_AND_TRITON", "HAS_GPU", "HAS_GPU_AND_TRITON", "HAS_MPS",
-           "HAS_CPU", "HAS_MULTIGPU", "GPU_TYPE", "GPU_TYPES", "IS_A100", "IS_H100", "HAS_CUDA", "requires_gpu", "requires_triton", "skipDeviceIf",
-           "skipCUDAIf", "skipXPUIf", "skipCPUIf"]
+           "HAS_CPU", "HAS_MULTIGPU", "GPU_TYPE", "GPU_TYPES", "IS_A100", "IS_H100", "HAS_CUDA", "requires_gpu",
+           "requires_triton", "skipDeviceIf", "skipCUDAIf", "skipXPUIf", "skipCPUIf"]
 
 #: the device types inductor compiles for with triton, in torch's order
 GPU_TYPES = ("cuda", "mps", "xpu", "mtia")

@@ -50,7 +50,8 @@ globals().update(under_each_front_end(MOD, _Checks, {RUN_TESTS: (), THE_RUNNER: 
 globals()["TestUnderRunTests"] = nightly(
     "the needs-CUDA count and its reasons in any wording by tests.compat.test_compat_local_tensor.TestUnderRunTests."
     "test_gpu_skips_in_any_wording_are_counted_and_others_are_not; upstream's skip exit code by "
-    "tests.compat.test_compat_members; each wording by tests.unit.test_local_and_gpu_words")(globals()["TestUnderRunTests"])
+    "tests.compat.test_compat_members; each wording by tests.unit.test_local_and_gpu_words",
+)(globals()["TestUnderRunTests"])
 
 
 if __name__ == "__main__":
