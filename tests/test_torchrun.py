@@ -92,19 +92,17 @@ class TestPlacementUnderTorchrun(TorchrunCase):
 class TestStandalone(TorchrunCase):
     """torchrun --standalone --nproc-per-node 2 <fixture module>, and -m unittest."""
 
-    #: one job for the tests of the module's own run_tests(): the rules of the pool, each checked on a job of
-    #: launched ranks; the test that ends the job (a rank left in a collective cannot run another) goes last
-    JOB = ["TestLaunched", "TestNeedsFour", "TestNeedsARestart", "TestFirstFailure", "TestIDifferentCombinations",
-           "TestASubtestFailsWhilePeerInCollective"]
+    #: one job for these tests of the module's own run_tests(): the rules of the pool, each checked on a job of
+    #: launched ranks (the job goes on after each; the subtest that ends the job has one of its own below: how
+    #: many of its combinations error depends on when rank 0 is stopped, which a shared summary cannot pin)
+    JOB = ["TestLaunched", "TestNeedsFour", "TestNeedsARestart", "TestFirstFailure", "TestIDifferentCombinations"]
 
     @classmethod
     def setUpClass(cls) -> None:
         super().setUpClass()
         cls.job_dir = tempfile.mkdtemp(prefix="distharness-torchrun-")
-        # run_subtests' ranks meet through torchrun's store, not the test's group (HARNESS_PEER_GRACE below)
         out = subprocess.run([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "-v", *cls.JOB], cwd=REPO,
-                             env=_env(cls.job_dir, HARNESS_PEER_GRACE="3"), capture_output=True, text=True,
-                             timeout=300)
+                             env=_env(cls.job_dir), capture_output=True, text=True, timeout=300)
         cls.job = (out.returncode, out.stdout + out.stderr, _leftovers(cls.job_dir))
         shutil.rmtree(cls.job_dir, ignore_errors=True)
 
@@ -138,7 +136,7 @@ class TestStandalone(TorchrunCase):
                                r"AssertionError: FIRST on rank 1")
         self.assertIn(f'{FX}.py", line {fixture_line(FX, "FIRST-FAILURE")}', text)
         self.assertIn("rank 0: AssertionError: LATER on rank 0", text)
-        self.assertRegex(text, r"Ran 9 tests .*\n\nFAILED \(failures=2, errors=4, skipped=2\)")
+        self.assertRegex(text, r"Ran 8 tests .*\n\nFAILED \(failures=2, errors=1, skipped=2\)")
         self.assertEqual(left, [])
 
     def test_hang_ends_the_job_with_stacks(self):
@@ -183,9 +181,12 @@ class TestStandalone(TorchrunCase):
         self.assertLess(text.index("first difference: #2"), text.index("ending the job"))
 
     def test_subtest_failing_while_peer_in_collective_ends_within_the_peer_grace(self):
-        # rank 1's combination raised while rank 0 waits for it in all_reduce, and the job ends after
-        # HARNESS_PEER_GRACE
-        code, text, left = self.job
+        # run_subtests' ranks meet through torchrun's store, not the test's group: rank 1's combination
+        # raised while rank 0 waits for it in all_reduce, and the job ends after HARNESS_PEER_GRACE
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT,
+                            "-v", "TestASubtestFailsWhilePeerInCollective"], _env(self.tmpdir, HARNESS_PEER_GRACE="3"))
+        text = out.stdout + out.stderr
+        self.assertNotEqual(out.returncode, 0, text)
         self.assertIn("TestASubtestFailsWhilePeerInCollective.test_desync [rank 1/2] subtest (step=2) failed on "
                       "cpu/gloo: ValueError: FIXTURE-DESYNC rank 1 cannot build step 2", text)
         self.assertIn(f'{FX}.py", line {fixture_line(FX, "FIXTURE-DESYNC-RAISE")}, in _step', text)
@@ -196,16 +197,15 @@ class TestStandalone(TorchrunCase):
         # the combination before it ran on both ranks, and none after it
         self.assertEqual(sorted(re.findall(r"\[rank (\d)\] STEP rank=\d step=(\d)", text)), [("0", "1"), ("1", "1")],
                          text)
-        self.assertEqual(left, [])
+        self.assertNothingLeft()
 
     def test_ranks_that_ran_different_combinations_are_stopped_as_in_a_pool(self):
         # The meeting follows the pool's rule (protocol.meeting_call): a rank that left the test while its
-        # peer waits at a meeting stops the peer at once, not at the test's timeout; the job goes on.
+        # peer waits at a meeting stops the peer at once, not at the test's timeout.
         code, text, left = self.job
         self.assertIn("[rank 0/2] raised on cpu/gloo: harness.errors.HarnessError: rank 1 left the test", text)
         self.assertIn("give run_subtests the same config on every rank", text)
         self.assertNotIn("timed out", text)
-        self.assertLess(text.index("rank 1 left the test"), text.index("FIXTURE-DESYNC rank 1 cannot build"))
         self.assertEqual(left, [])
 
     @nightly("the same rule in a pool by tests.compat.test_compat_teardown_order; the job's wait for every body by test_subtest_failing_while_peer_in_collective_ends_within_the_peer_grace")
