@@ -243,8 +243,9 @@ def never_meet(dumps: Mapping[int, Mapping[str, Any] | None], pending: Iterable[
     same wait, no CPU used), and none of those waits can complete: each collective has a member of its group
     whose call at that ``#N`` is a different collective by torch's rule (:func:`_matches`: op, sizes, dtypes), or
     who never called that ``#N`` (it is blocked elsewhere, or its test ended); a group's creation waits for its
-    members, so it can end only while another rank creates a group too (a rank creating one alone, its peers
-    blocked elsewhere, waits for ever). Ranks merely slow (computing, sleeping, not yet in their collective) and ranks
+    members, so it can end only while another rank creates a group too, or while a peer waits in a group the
+    creating rank has not got yet (it may be making that very group, slowly: the peer made its side of it); a
+    rank creating one alone, its peers blocked in groups it has, waits for ever. Ranks merely slow (computing, sleeping, not yet in their collective) and ranks
     in matching collectives, finished or not, are never a desync.
     """
     pending = sorted(set(pending))
@@ -294,6 +295,8 @@ def _cannot_complete(r: int, what: Call | str, blocked: Mapping[int, Call | str]
     if isinstance(what, str):  # creating a group: its members must come (which ranks they are, no dump says)
         if any(q != r and blocked.get(q) == "creating" for q in range(world_size)):
             return ""  # another rank creates one too, maybe the same group: they can finish it together
+        if any(isinstance(theirs, Call) and _lacks(dumps, r, theirs.group) for theirs in blocked.values()):
+            return ""  # maybe the group a peer already waits in, made on the peer's side: slow, not stuck
         others = [q for q in range(world_size) if q != r]
         if not others or any(dumps.get(q) is None for q in others):
             return ""
@@ -317,8 +320,16 @@ def _cannot_complete(r: int, what: Call | str, blocked: Mapping[int, Call | str]
         last = view.last(q)
         if last is not None and last.seq > what.seq:
             return ""  # past it without a record of it (the recorder's ring lost it): not proven
+        if blocked.get(q) == "creating" and _lacks(dumps, q, what.group):
+            return ""  # that member is still making this very group (a loaded machine): it comes
         return f"rank {r} waits in {what.text} on {view.label}, which rank {q} never called ({doing(q)})"
     return ""
+
+
+def _lacks(dumps: Mapping[int, Mapping[str, Any] | None], rank: int, group: str) -> bool:
+    """``rank`` has no group named ``group`` by its dump: one it creates now may be that group, whose other
+    members already made their side of it (the default group on a rank that a loaded machine slowed down)."""
+    return group not in ((dumps.get(rank) or {}).get("groups") or {})
 
 
 def _different(view: GroupView, seq: int) -> str:

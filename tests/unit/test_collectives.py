@@ -215,6 +215,16 @@ class TestNeverMeet(unittest.TestCase):
                                                 "to join; rank 1: it waits in #1 all_reduce(float32[4]) on the default "
                                                 "group")
 
+    def test_a_rank_still_creating_the_group_the_others_wait_in_is_not_a_desync(self):
+        # init_process_group: rank 0, slowed by a loaded machine, still makes the default group that rank 1 made
+        # already and waits in (its first barrier)
+        dumps = {0: blocked(0, waits="_new_process_group_helper", creating=True, groups={}),
+                 1: blocked(1, call(1, "barrier", done=False), groups=DEFAULT)}
+        self.assertIsNone(self.decide(dumps, world_size=2))
+        # once rank 0 has that group, a creation of another is one no peer joins: a desync
+        dumps[0] = blocked(0, waits="new_group", creating=True, groups=DEFAULT)
+        self.assertIsNotNone(self.decide(dumps, world_size=2))
+
     def test_ranks_creating_a_subgroup_while_the_others_wait_for_them_are_not_a_desync(self):
         # new_group([0, 1]): ranks 2 and 3 are past it, in the default group's all_reduce that 0 and 1 call once
         # their pair's group is made (slow under load: gloo connects them)
