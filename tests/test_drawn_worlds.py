@@ -152,29 +152,41 @@ class TestUnderTorchrun(unittest.TestCase):
 
 
 @nightly("TestTheFixture replays the planted bug's smallest failing configuration, as its report says to")
-class TestThePlantedBugIsFoundEveryRun(unittest.TestCase):
-    """10 runs of the nightly profile (50 examples each, new seeds every run, worlds of 1 to 8): each finds the
-    bug that only an odd world with an uneven shard shows, and shrinks it to the smallest configuration."""
+class TestThePlantedBugIsFoundAndShrunk(unittest.TestCase):
+    """5 runs of the nightly profile at 120 examples each (new seeds every run, worlds of 1 to 8): a run that finds
+    the bug that only an odd world with an uneven shard shows shrinks it to the smallest configuration, and its
+    replay line reproduces it; at least 4 runs of the 5 find it.
 
-    RUNS = 10
+    The search is random, and hypothesis's examples within one run are alike (it mutates earlier ones), so no
+    number of examples finds the bug for every seed: drawn outside any process (the same strategy, the same
+    check of the rows), 50 examples missed it in 17 of 300 seeds, 120 examples in 2 of 200 (120, not 100: a
+    test's max_examples equal to hypothesis's default reads as unset). What holds for every seed is what a found
+    bug becomes; the count of runs that found it checks the strategy's reach."""
 
-    def test_found_and_shrunk_in_every_run_and_the_replay_line_reproduces_it(self):
-        replay = None
+    RUNS = 5
+    FOUND_AT_LEAST = 4
+
+    def test_a_found_bug_shrinks_to_the_smallest_and_its_replay_line_reproduces_it(self):
+        replay, found = None, 0
         for run in range(self.RUNS):
             # each run with an example database of its own: a failure one run saved is not replayed by the next
             db = tempfile.mkdtemp(prefix="drawn-db-")
             self.addCleanup(shutil.rmtree, db, ignore_errors=True)
             env = base_env(HYPOTHESIS_PROFILE="nightly", FX_DRAWN_ONLY="TestBPlanted", FX_DRAWN_MAX="8",
-                           HYPOTHESIS_STORAGE_DIRECTORY=db)
+                           FX_DRAWN_EXAMPLES="120", HYPOTHESIS_STORAGE_DIRECTORY=db)
             r = run_fixture([FIXTURE], env, runner="harness")
             with self.subTest(run=run):
+                self.assertEqual(r.leftover_processes, {})
+                if r.returncode == 0 and "1 passed, 0 failed" in r.output:
+                    continue  # this seed's examples never met the bug
+                found += 1
                 self.assertEqual(r.returncode, 1, r.describe())
                 self.assertIn(f"Hypothesis example: {SMALLEST}\n", r.output, r.describe())
-                self.assertEqual(r.leftover_processes, {})
                 line = re.search(r"Reproduce it: put (@example\(.*\)) above @given \((.*?)\) and run (.*)\.\n",
                                  r.output)
                 self.assertIsNotNone(line, r.describe())
                 replay = replay or line
+        self.assertGreaterEqual(found, self.FOUND_AT_LEAST, f"the planted bug was found in {found} of {self.RUNS} runs")
         self._replay(replay)
 
     def _replay(self, line: re.Match) -> None:
