@@ -245,8 +245,8 @@ def never_meet(dumps: Mapping[int, Mapping[str, Any] | None], pending: Iterable[
     who never called that ``#N`` (it is blocked elsewhere, or its test ended); a group's creation waits for its
     members, so it can end only while another rank creates a group too, or while a peer waits in a group the
     creating rank has not got yet (it may be making that very group, slowly: the peer made its side of it); a
-    rank creating one alone, its peers blocked in groups it has, waits for ever. Ranks merely slow (computing, sleeping, not yet in their collective) and ranks
-    in matching collectives, finished or not, are never a desync.
+    rank creating one alone, its peers blocked in groups it has, waits for ever. Ranks merely slow (computing,
+    sleeping, not yet in their collective) and ranks in matching collectives, finished or not, are never a desync.
     """
     pending = sorted(set(pending))
     if not pending:

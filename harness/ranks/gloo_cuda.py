@@ -178,14 +178,13 @@ def _all_to_all(outputs, inputs, group, device):
     dtype = outputs[0].dtype if outputs else inputs[0].dtype
     send = (torch.cat([t.detach().reshape(-1).to("cpu", dtype) for t in inputs]) if inputs
             else torch.empty(0, dtype=dtype))
-    received = torch.empty(sum(t.numel() for t in outputs), dtype=dtype)
-    work = _backend(group, device).alltoall_base(received, send, [t.numel() for t in outputs],
-                                                 [t.numel() for t in inputs], dist.AllToAllOptions())
+    sizes = [t.numel() for t in outputs]
+    received = torch.empty(sum(sizes), dtype=dtype)
+    work = _backend(group, device).alltoall_base(received, send, sizes, [t.numel() for t in inputs],
+                                                 dist.AllToAllOptions())
     work.wait()
-    at = 0
-    for t in outputs:
-        t.copy_(received[at:at + t.numel()].view(t.shape))
-        at += t.numel()
+    for t, part in zip(outputs, received.split(sizes)):
+        t.copy_(part.view(t.shape))
     return outputs, work.boxed()
 
 
