@@ -175,7 +175,9 @@ def stuck(dumps: Mapping[int, Mapping[str, Any] | None], returned: Mapping[int, 
 
     ``returned``: ranks whose test is over -> how it went ("passed", "failed", "was skipped"). A rank in
     ``waiting`` is stuck when it is inside a collective of a group that a returned member never called
-    (that member is gone from the test), or inside process-group creation, which every rank joins.
+    (that member is gone from the test), or inside process-group creation, which every rank joins, unless a
+    returned rank has a group this rank lacks by their dumps: the creating rank may be making that very group,
+    slowly (a loaded machine), and its peer made its side of it before its body ended.
     """
     views = analyse(dumps, world_size)
     found: dict[int, str] = {}
@@ -184,6 +186,8 @@ def stuck(dumps: Mapping[int, Mapping[str, Any] | None], returned: Mapping[int, 
         if not dump:
             continue
         if dump.get("creating") and returned:
+            if any(_lacks(dumps, r, g) for q in returned for g in ((dumps.get(q) or {}).get("groups") or {})):
+                continue  # a returned rank already made its side of a group this rank lacks: slow, on its way
             q = min(returned)
             found[r] = (f"rank {q} {returned[q]} while rank {r} was creating a process group, which every rank of "
                         "the world joins")

@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.shared.protocol import dump_paths
 
-__all__ = ["enable", "begin_test", "note_groups", "own_dump", "serve_dumps", "main_waits", "main_cpu_ns", "BUFFER"]
+__all__ = ["enable", "new_task", "begin_test", "note_groups", "own_dump", "serve_dumps", "main_waits", "main_cpu_ns", "BUFFER"]
 
 
 #: entries torch keeps (a ring): enough for the collectives of one test, a few hundred KiB at most
@@ -53,6 +53,12 @@ def _c10d() -> Any:
     """torch.distributed's c10d module if this process imported it (never imports torch itself)."""
     module = sys.modules.get("torch.distributed.distributed_c10d")
     return module if module is not None and getattr(module, "is_initialized", lambda: False)() else None
+
+
+def new_task() -> None:
+    """A new test reached this rank: the groups the last one made are gone (a dump lists this test's only,
+    so that a group this rank is still creating reads as one it lacks: harness.judging.analysis)."""
+    _mark.groups = {}
 
 
 def begin_test() -> None:

@@ -262,6 +262,7 @@ def run_task(task: Task, ctx: RankContext) -> RankResult:
     """
     start = time.monotonic()
     flight_recorder.enable()  # before the first process group: torch's flight recorder (harness.ranks.recorder)
+    flight_recorder.new_task()
     baseline = cuda_state.before_test()
     result = _run_in_rank(task, ctx)
     broken, left = cuda_state.after_test(baseline, f"{result.exc_type}: {result.message}")

@@ -159,6 +159,18 @@ class TestStuck(unittest.TestCase):
                          {0: "rank 1 was skipped while rank 0 was creating a process group, which every rank of the "
                              "world joins"})
 
+    def test_still_creating_the_group_a_returned_rank_made_its_side_of_is_on_its_way(self):
+        # rank 0's body ended at once, on the group the harness made for the test; rank 1, slowed by a loaded
+        # machine, is still inside init_process_group: its dump has no group yet; that is no hang
+        dumps = {0: dump(0), 1: dump(1, creating=True, groups={})}
+        self.assertEqual(collectives.stuck(dumps, {0: "passed"}, [1], 2), {})
+        # the same rank creating a group the returned rank never makes (it has them all) waits for ever
+        dumps[1] = dump(1, creating=True)
+        self.assertIn(1, collectives.stuck(dumps, {0: "passed"}, [1], 2))
+        subgroup = {**DEFAULT, "1": {"ranks": [0, 1], "desc": "undefined", "default": False}}
+        dumps = {0: dump(0, groups=subgroup), 1: dump(1, creating=True)}  # rank 1 makes the subgroup rank 0 has
+        self.assertEqual(collectives.stuck(dumps, {0: "passed"}, [1], 2), {})
+
 
 FOUR = {"0": {"ranks": [0, 1, 2, 3], "desc": "default_pg", "default": True},
         "1": {"ranks": [0, 1], "desc": "undefined", "default": False}}
