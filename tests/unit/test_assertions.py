@@ -95,6 +95,40 @@ class TestAssertEqual(unittest.TestCase):
             self.t.assertNotEqual((1,), [1])
 
 
+class TestDTensors(unittest.TestCase):
+    """DTensors compare by layout, then by their shards; against a plain tensor, the error says which to take
+    (rank 0 of a world of 2 in torch's fake group: the layouts and local shards, no peer needed)."""
+
+    @classmethod
+    def setUpClass(cls):
+        import torch.distributed as dist
+
+        from harness.testing.fake_store import FakeStore
+
+        if dist.is_initialized():
+            raise unittest.SkipTest("a process group is up in this process already")
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+
+    @classmethod
+    def tearDownClass(cls):
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def test_layout_then_shards(self):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import distribute_tensor
+
+        t, mesh = _probe(), init_device_mesh("cpu", (2,))
+        a = distribute_tensor(torch.arange(4.0), mesh, [Shard(0)], src_data_rank=None)
+        t.assertEqual(a, distribute_tensor(torch.arange(4.0), mesh, [Shard(0)], src_data_rank=None))
+        with self.assertRaisesRegex(AssertionError, "DTensor placements differ"):
+            t.assertEqual(a, distribute_tensor(torch.arange(4.0), mesh, [Replicate()], src_data_rank=None))
+        with self.assertRaisesRegex(TypeError, r"is ambiguous: call \.full_tensor\(\)"):
+            t.assertEqual(a, torch.arange(2.0))
+
+
 class TestWarningsAndExpect(unittest.TestCase):
     def setUp(self):
         self.t = _probe()
