@@ -4,14 +4,19 @@ On a machine with many cores (a 16-core GPU machine, say) one runner leaves most
 ranks start, import torch (seconds with a CUDA build) and run one test at a time. With ``--jobs N`` the
 parent splits the tests by class (a class and its ``setUpClass`` never run twice), balanced by the times
 file (harness.runner.sharding.split_by_class: the split ``--shard`` makes), and starts N workers, each
-``python -m harness`` over the same folders or targets, told which tests are its share. Each worker has
-its own rank pools. The parent forwards each worker's per-test lines as they come (``j2 [ 3/40] PASS
-...``), then reads back every worker's entries and class set-up times (the same data a single runner
-keeps) and reports once: the summary, the JUnit XML, the times file, the exit code.
+``python -m harness`` over the same folders or targets, told the split. Each worker runs its own share's
+classes in suite order, claiming each as it starts it; a worker whose share is done takes the last unclaimed
+class of the share with the most time left (recorded times are only a guide: on a loaded machine a share
+can take a minute longer than its record said, and its worker would end last, alone). Each worker has its
+own rank pools. The parent forwards each worker's per-test lines as they come, numbered across the run
+(``j2 [ 3/40] PASS ...``), then reads back every worker's entries and class set-up times (the same data a
+single runner keeps) and reports once: the summary, the JUnit XML, the times file, the exit code.
 A worker that dies without reporting is an error naming its tests and the end of its output.
 """
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import pickle
 import re
@@ -27,13 +32,14 @@ from typing import Any, Mapping, Sequence, TextIO
 
 from harness.parent.pool import Terminated, install_sigterm_handler
 from harness.runner.results import Entry, Problem
-from harness.runner.sharding import split_by_class, unit_of
+from harness.runner.sharding import split_by_class, unit_of, unit_weights
 from harness.shared.status import Status
 
-__all__ = ["worker_argv", "run_jobs", "write_worker_report", "JobsOutcome", "take_ctrl_c"]
+__all__ = ["worker_argv", "run_jobs", "write_worker_report", "JobsOutcome", "take_ctrl_c", "Claims", "claims_of",
+           "claiming_suite"]
 
-# A worker's per-test line (harness.runner.console.Console.test_done): forwarded as it comes.
-_TEST_LINE = re.compile(r"^\[\s*[\d-]+/\d+\] ")
+# A worker's per-test line (harness.runner.console.Console.test_done): forwarded as it comes, numbered anew.
+_TEST_LINE = re.compile(r"^\[\s*([\d-]+)/(\d+)\] ")
 
 
 def worker_argv(options: Any, profile: str, ids_file: str, report_file: str) -> list[str]:
@@ -103,9 +109,11 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
     from harness.runner.results import interrupt_reason
 
     ids = [t.id() for t in tests]
-    parts = split_by_class(ids, jobs, times, [unit_of(t) for t in tests])
+    units = [unit_of(t) for t in tests]
+    parts = split_by_class(ids, jobs, times, units)
     outcome = JobsOutcome()
     tmp = tempfile.mkdtemp(prefix="harness-jobs-")
+    queue = _write_queue(tmp, parts, dict(zip(ids, units)), unit_weights(ids, units, times))
     env = dict(os.environ)
     env.setdefault("HARNESS_THREADS", _threads_per_rank(len(parts)))
     env["PYTHONUNBUFFERED"] = "1"
@@ -114,13 +122,20 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
     started = time.monotonic()
     ended: dict[int, float] = {}  # job -> when its output ended (it exited): how well the split balanced them
 
+    done = [0]  # the tests reported so far, by every worker: a line's number in the run
+    digits = len(str(len(ids)))
+
     def pump(k: int, proc: subprocess.Popen, tail: list[str]) -> None:
         for line in proc.stdout:
             tail.append(line)
             del tail[:-200]
-            if _TEST_LINE.match(line):
+            m = _TEST_LINE.match(line)
+            if m:
                 with lock:
-                    out.write(f"j{k} {line}")
+                    if m.group(1) != "-":
+                        done[0] += 1
+                    count = done[0] if m.group(1) != "-" else "-"
+                    out.write(f"j{k} [{count:>{digits}}/{len(ids)}] {line[m.end():]}")
                     out.flush()
         ended[k] = time.monotonic()
 
@@ -131,7 +146,7 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
         for k, part in enumerate(parts, 1):
             ids_file, report_file = os.path.join(tmp, f"job{k}.ids"), os.path.join(tmp, f"job{k}.report")
             with open(ids_file, "w") as f:
-                f.write("".join(i + "\n" for i in part))
+                json.dump({"queue": queue, "share": k - 1}, f)
             proc = subprocess.Popen(worker_argv(options, profile, ids_file, report_file), cwd=str(options.root),
                                     env=env, stdin=subprocess.DEVNULL,  # no worker owns the terminal: a
                                     # breakpoint there fails its test at once (harness.parent.relay)
@@ -157,18 +172,26 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
                 _wait_all(procs, 5.0)
     for reader in readers:
         reader.join(5)
-    if len(ended) == len(procs) > 1 and not outcome.interrupted:
-        outcome.notes.append("jobs: " + ", ".join(f"j{k} ran {len(part)} tests in {ended[k] - started:.0f} s"
-                                                  for k, _, _, part, _ in procs)
-                             + f" (split by {options.times_file}; --update-times records what they cost)")
+    reports = {}
     for k, proc, report_file, part, tail in procs:
         try:
             with open(report_file, "rb") as f:
-                report = pickle.load(f)
+                reports[k] = pickle.load(f)
         except (OSError, EOFError, pickle.UnpicklingError):
+            pass
+    if len(ended) == len(procs) == len(reports) > 1 and not outcome.interrupted:
+        outcome.notes.append("jobs: " + ", ".join(f"j{k} ran {len(reports[k]['entries'])} tests in "
+                                                  f"{ended[k] - started:.0f} s" for k, _, _, _, _ in procs)
+                             + f" (split by {options.times_file}, a share done taking what was left of the "
+                             "others'; --update-times records what they cost)")
+    claimed = Claims(queue, 0).taken()
+    for k, proc, report_file, part, tail in procs:
+        report = reports.get(k)
+        if report is None:
             if outcome.interrupted:
                 continue
-            outcome.entries.append(_lost_worker(k, proc.returncode, part, tail))
+            mine = [i for i, u in zip(ids, units) if claimed.get(u) == k - 1]  # what it took; else its share
+            outcome.entries.append(_lost_worker(k, proc.returncode, mine or part, tail))
             continue
         outcome.entries += report["entries"]
         outcome.started += report["started"]
@@ -179,6 +202,110 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
             outcome.interrupted = report["stopped"]
     shutil.rmtree(tmp, ignore_errors=True)
     return outcome
+
+
+def _write_queue(tmp: str, parts: list[list[str]], unit_of_id: Mapping[str, str], weights: Mapping[str, float]) -> str:
+    """The split as the workers read it (:class:`Claims`): each share's units in suite order, each unit's tests
+    and expected seconds. Returns its path."""
+    shares: list[list[str]] = []
+    tests: dict[str, list[str]] = {}
+    for part in parts:
+        shares.append(list(dict.fromkeys(unit_of_id[i] for i in part)))
+        for i in part:
+            tests.setdefault(unit_of_id[i], []).append(i)
+    path = os.path.join(tmp, "queue.json")
+    with open(path, "w") as f:
+        json.dump({"shares": shares, "tests": tests, "weights": {u: weights.get(u, 0.0) for u in tests}}, f)
+    open(os.path.join(tmp, "claims"), "w").close()
+    return path
+
+
+class Claims:
+    """A worker's side of the split (``queue``, written by the ``-j`` parent): :meth:`next` claims the next unit
+    (class) this worker runs, under a lock every worker takes (``fcntl.flock`` on the claims file beside it).
+
+    Its own share's units come first, in suite order; then, its share done, the last unclaimed unit of the
+    share with the most expected seconds left, so that no worker idles while another has classes waiting.
+
+    Example::
+
+        claims = Claims("/tmp/harness-jobs-x/queue.json", 0)
+        claims.next()    # ["pkg.test_a.TestA.test_one", ...]: the tests of the class it claimed; None: none left
+    """
+
+    def __init__(self, queue: str, share: int) -> None:
+        with open(queue) as f:
+            data = json.load(f)
+        self.shares: list[list[str]] = data["shares"]
+        self.tests: dict[str, list[str]] = data["tests"]
+        self.weights: dict[str, float] = data["weights"]
+        self.share = share
+        self.path = os.path.join(os.path.dirname(queue), "claims")
+
+    def every_test(self) -> list[str]:
+        """Every test of the split: the ones this worker may run, its own share's first."""
+        order = self.shares[self.share] + [u for k, share in enumerate(self.shares) if k != self.share for u in share]
+        return [i for u in order for i in self.tests[u]]
+
+    def taken(self) -> dict[str, int]:
+        """unit -> the share of the worker that claimed it, so far."""
+        try:
+            with open(self.path) as f:
+                return self._read(f)
+        except OSError:
+            return {}
+
+    def next(self) -> list[str] | None:
+        with open(self.path, "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)  # released as the file closes
+            f.seek(0)
+            taken = self._read(f)
+            unit = next((u for u in self.shares[self.share] if u not in taken), None)
+            if unit is None:
+                left = [[u for u in share if u not in taken] for share in self.shares]
+                fullest = max(left, key=lambda units: sum(self.weights.get(u, 0.0) for u in units))
+                if not fullest:
+                    return None
+                unit = fullest[-1]  # its owner goes on from the front
+            f.write(f"{self.share} {unit}\n")
+            f.flush()
+        return self.tests[unit]
+
+    @staticmethod
+    def _read(f: Any) -> dict[str, int]:
+        taken = {}
+        for line in f.read().splitlines():
+            share, _, unit = line.partition(" ")
+            if unit:
+                taken[unit] = int(share)
+        return taken
+
+
+def claims_of(ids_file: str) -> Claims:
+    """The worker's :class:`Claims`, from the file ``--job-of`` names (the parent's ``{"queue", "share"}``)."""
+    with open(ids_file) as f:
+        data = json.load(f)
+    return Claims(data["queue"], int(data["share"]))
+
+
+def claiming_suite(tests: Sequence[unittest.TestCase], claims: Claims) -> unittest.TestSuite:
+    """A suite that runs, of ``tests``, each unit this worker claims, one after another, as it claims them."""
+    by_id = {t.id(): t for t in tests}
+
+    class _Claiming(unittest.TestSuite):
+        _cleanup = False  # the suite is a stream: there is no index to clear
+
+        def __iter__(self) -> Any:
+            while True:
+                ids = claims.next()
+                if ids is None:
+                    return
+                yield from (by_id[i] for i in ids if i in by_id)
+
+        def countTestCases(self) -> int:  # noqa: N802 - unittest's name; counting must not claim
+            return len(by_id)
+
+    return _Claiming()
 
 
 def _signal_all(procs: list, signum: int) -> None:

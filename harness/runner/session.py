@@ -71,6 +71,7 @@ class Plan:
     notes: list[str]  # the shard and shuffle lines under the header
     settings: Settings  # with the command line's values over the environment's
     reporting: bool  # False on the ranks > 0 of a torchrun job: rank 0 reports for all
+    claims: Any = None  # in a --jobs worker: what it runs, claimed a class at a time (harness.runner.jobs.Claims)
 
 
 def _apply(options: Options) -> Settings:
@@ -127,16 +128,18 @@ def prepare(options: Options) -> Plan:
         index, count = options.shard
         tests, how = shard(tests, index, count, load_times(options.times_file))
         notes.append(how.note(index, options.times_file))
-    if options.job_of is not None:  # a --jobs worker: the parent's share for it, in the parent's order
-        with open(options.job_of[0]) as f:
-            mine = [line.strip() for line in f if line.strip()]
+    claims = None
+    if options.job_of is not None:  # a --jobs worker: the parent's split; it claims each class as it runs it
+        from harness.runner.jobs import claims_of
+
+        claims = claims_of(options.job_of[0])
         by_id = {t.id(): t for t in tests}
-        tests = [by_id[i] for i in mine if i in by_id]
+        tests = [by_id[i] for i in claims.every_test() if i in by_id]
     if options.shuffle_seed is not None:
         tests = shuffle(tests, options.shuffle_seed)
         notes.append(f"shuffled with seed {options.shuffle_seed} (--shuffle {options.shuffle_seed} runs this order "
                      "again)")
-    return Plan(options, tests, len(discovered), notes, conf, reporting=launcher.launched_rank() == 0)
+    return Plan(options, tests, len(discovered), notes, conf, reporting=launcher.launched_rank() == 0, claims=claims)
 
 
 #: the classes whose tests run in the runner's own process (threads, simulated ranks), and those run on ranks
@@ -330,11 +333,13 @@ def run_tests_here(plan: Plan, console: Console, run: Any = None) -> Ran:
         result.startTestRun()
         try:
             from harness.parent.pytest_marks import honoured
+            from harness.runner.jobs import claiming_suite
             from harness.runner.pytest_items import in_session
 
             with honoured(tests):  # pytest's marks and outcomes, where pytest is importable
                 # the tests pytest runs (pytest-style files) run in one pytest session around the suite
-                in_session(tests, run, lambda: unittest.TestSuite(tests).run(result), capture=options.buffer)
+                suite = unittest.TestSuite(tests) if plan.claims is None else claiming_suite(tests, plan.claims)
+                in_session(tests, run, lambda: suite.run(result), capture=options.buffer)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.parent.pool.Terminated)
             interrupted = interrupt_reason(exc)
             result.stop_interrupted()

@@ -30,8 +30,8 @@ import unittest
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-__all__ = ["Split", "class_key", "class_unit", "unit_of", "split", "split_by_class", "shard", "load_times",
-           "save_times"]
+__all__ = ["Split", "class_key", "class_unit", "unit_of", "split", "split_by_class", "unit_weights", "shard",
+           "load_times", "save_times"]
 
 
 def class_key(test_id: str) -> str:
@@ -113,6 +113,27 @@ def split(ids: Sequence[str], count: int, times: Mapping[str, float], units: Seq
         raise ValueError(f"split: {len(ids)} ids but {len(units)} units (give one unit per id, or none)")
     if count < 1:
         raise ValueError(f"split: {count} shards (give at least 1)")
+    weight, default, known, own = _weights(ids, units, times)
+    members: dict[str, list[str]] = {}
+    for test_id, unit in zip(ids, units):
+        members.setdefault(unit, []).append(test_id)
+    loads = [0.0] * count
+    owner: dict[str, int] = {}
+    for unit in sorted(members, key=lambda u: (-weight[u], u)):
+        target = min(range(count), key=lambda s: (loads[s], s))
+        loads[target] += weight[unit]
+        owner[unit] = target
+    return Split([owner[u] for u in units], loads, default, len(known), units, len(own))
+
+
+def unit_weights(ids: Sequence[str], units: Sequence[str], times: Mapping[str, float]) -> dict[str, float]:
+    """Each unit's expected seconds, as :func:`split` weighs it (its tests' times, a test without a record at the
+    mean of those with one, plus the unit's own record: its class's set-up and tear-down)."""
+    return _weights(ids, units, times)[0]
+
+
+def _weights(ids: Sequence[str], units: Sequence[str], times: Mapping[str, float]
+             ) -> tuple[dict[str, float], float, list[float], dict[str, float]]:
     known = [times[i] for i in ids if i in times]
     default = (math.fsum(known) / len(known) if known
                else (math.fsum(times.values()) / len(times) if times else 1.0))
@@ -123,13 +144,7 @@ def split(ids: Sequence[str], count: int, times: Mapping[str, float], units: Seq
     own = {u: times[u] for u in members if u in times and u not in test_ids}  # a class's set-up/tear-down
     weight = {u: math.fsum([*(times.get(i, default) for i in tests), own.get(u, 0.0)])
               for u, tests in members.items()}
-    loads = [0.0] * count
-    owner: dict[str, int] = {}
-    for unit in sorted(members, key=lambda u: (-weight[u], u)):
-        target = min(range(count), key=lambda s: (loads[s], s))
-        loads[target] += weight[unit]
-        owner[unit] = target
-    return Split([owner[u] for u in units], loads, default, len(known), units, len(own))
+    return weight, default, known, own
 
 
 def split_by_class(ids: Sequence[str], count: int, times: Mapping[str, float],
