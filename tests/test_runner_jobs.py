@@ -1,5 +1,6 @@
 """run_tests.py -j 2: two runner processes share a module's classes and the parent reports once."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,40 @@ class TestTwoJobs(unittest.TestCase):
     def test_nothing_left_behind(self):
         self.assertEqual(self.left, {})
         self.assertEqual(self.leftover_temp, [])
+
+
+class TestAJobThatEnds(unittest.TestCase):
+    """A job whose runner process ends in a test (os._exit) is an error naming the job and the tests it had taken;
+    the classes it had not taken run in the other job."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = tempfile.mkdtemp(prefix="distharness-suite-")
+        cls.token = uuid.uuid4().hex
+        env = base_env(TMPDIR=cls.tmp, **{TOKEN_VAR: cls.token})
+        cls.proc = subprocess.run([sys.executable, "-m", "harness", "tests/fixtures/fx_jobs_exit.py", "-j", "2",
+                                   "--times-file", os.path.join(cls.tmp, "none.json")], cwd=REPO, env=env,
+                                  capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        cls.out = cls.proc.stdout + cls.proc.stderr
+        cls.left = wait_until_gone(cls.token)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_the_job_and_the_tests_it_had_taken_are_named(self):
+        self.assertEqual(self.proc.returncode, 1, self.out)
+        m = re.search(r"job (\d) ended \(exit code 3\) without reporting its (\d) tests \(([^)]*)\)", self.out)
+        self.assertIsNotNone(m, self.out)
+        self.assertIn("tests.fixtures.fx_jobs_exit.TestBEndsItsJob.test_exits", m.group(3))
+
+    def test_every_class_it_had_not_taken_ran(self):
+        m = re.search(r"without reporting its \d tests \(([^)]*)\)", self.out)
+        taken = m.group(1) if m else ""
+        for name in ("TestAPasses.test_a", "TestCPasses.test_c", "TestDPasses.test_d"):
+            if name not in taken:
+                self.assertRegex(self.out, rf"j\d \[\s*\d+/4\] PASS\s+tests\.fixtures\.fx_jobs_exit\.{re.escape(name)}\b",
+                                 self.out)
+
+    def test_nothing_left_behind(self):
+        self.assertEqual(self.left, {})
 
 
 if __name__ == "__main__":

@@ -191,7 +191,7 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
             if outcome.interrupted:
                 continue
             mine = [i for i, u in zip(ids, units) if claimed.get(u) == k - 1]  # what it took; else its share
-            outcome.entries.append(_lost_worker(k, proc.returncode, mine or part, tail))
+            outcome.entries.append(_lost_worker(k, proc.returncode, mine, tail))
             continue
         outcome.entries += report["entries"]
         outcome.started += report["started"]
@@ -329,9 +329,11 @@ def _wait_all(procs: list, seconds: float) -> bool:
 
 
 def _lost_worker(k: int, code: int | None, part: list[str], tail: list[str]) -> Entry:
+    """The error for job ``k`` that ended without a report: ``part``, the tests of the classes it had claimed (the
+    others' jobs ran the rest of its share)."""
     shown = ", ".join(part[:3]) + (f" and {len(part) - 3} more" if len(part) > 3 else "")
-    text = (f"job {k} ended (exit code {code}) without reporting its {len(part)} tests ({shown}); the end of its "
-            "output:\n\n" + "".join(tail[-60:]))
+    what = f"its {len(part)} tests ({shown})" if part else "before it started a test (the other jobs ran its share)"
+    text = f"job {k} ended (exit code {code}) without reporting {what}; the end of its output:\n\n" + "".join(tail[-60:])
     name = f"job {k} ({len(part)} tests)"
     entry = Entry(name, "jobs", "jobs", name, status=Status.ERROR, real=False)
     entry.problems.append(Problem(Status.ERROR, name, text))
