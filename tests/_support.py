@@ -11,6 +11,7 @@ front end (run_tests, the runner, pytest, plain unittest) from a single mixin of
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -244,6 +245,10 @@ def finish_fixture(proc: subprocess.Popen, token: str, tmpdir: str, started: flo
             pass
     leftover_temp = sorted(n for n in os.listdir(tmpdir) if n.startswith("harness-"))
     shutil.rmtree(tmpdir, ignore_errors=True)
+    if os.environ.get("DISTHARNESS_FIXTURE_LOG"):  # what each fixture run cost, for the CI time's accounting
+        with open(os.environ["DISTHARNESS_FIXTURE_LOG"], "a") as f:
+            f.write(json.dumps({"args": list(proc.args)[1:], "seconds": round(seconds, 2),
+                                "templates": stderr.count("harness-template") + stdout.count("harness-template")}) + "\n")
     return FixtureRun(list(proc.args), proc.returncode, stdout, stderr, seconds, left, leftover_temp)
 
 

@@ -32,13 +32,16 @@ class TestTwoJobs(unittest.TestCase):
         self.assertEqual(self.proc.returncode, 0, self.out)
         self.assertEqual(self.proc.stdout.rstrip().splitlines()[-1], "8 passed, 0 failed, 2 skipped", self.out)
 
-    def test_both_workers_ran_tests_and_each_class_in_one_of_them(self):
+    def test_each_class_ran_in_one_job(self):
         workers = {}
         for line in self.out.splitlines():
             if line.startswith("j") and "tests.fixtures.fx_pass." in line:
                 job, test_id = line.split()[0], next(w for w in line.split() if w.startswith("tests.fixtures"))
                 workers.setdefault(test_id.rpartition(".")[0], set()).add(job)
-        self.assertEqual({j for jobs in workers.values() for j in jobs}, {"j1", "j2"}, self.out)
+        # (which job ran what depends on the load: a job whose share is done takes the rest of the other's, and a
+        # job slow to start may find none left)
+        self.assertLessEqual({j for jobs in workers.values() for j in jobs}, {"j1", "j2"}, self.out)
+        self.assertEqual(len(workers), 6, self.out)  # the six classes of fx_pass
         self.assertTrue(all(len(jobs) == 1 for jobs in workers.values()), workers)
 
     def test_the_summary_says_how_long_each_job_took(self):
