@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import uuid
@@ -228,8 +229,26 @@ runs a test file's own ``run_tests()``); returns (process, token, tmpdir)."""
     return proc, token, tmpdir
 
 
+def _sample_cpu(token: str, stop: threading.Event, seen: dict[int, tuple[float, str]]) -> None:
+    """Until ``stop``: each live process carrying ``token`` -> (its CPU seconds so far, what it is)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    while not stop.wait(0.25):
+        for pid, cmd in processes_with_token(token).items():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rpartition(")")[2].split()
+                seen[pid] = ((int(fields[11]) + int(fields[12])) / tick,
+                             "template" if "forkserver" in cmd else cmd.split(" -m ")[-1].split()[0][:40])
+            except (OSError, IndexError, ValueError):
+                pass
+
+
 def finish_fixture(proc: subprocess.Popen, token: str, tmpdir: str, started: float,
                    timeout: float = RUN_TIMEOUT) -> FixtureRun:
+    seen: dict[int, tuple[float, str]] = {}
+    stop = threading.Event()
+    if os.environ.get("DISTHARNESS_FIXTURE_LOG"):
+        threading.Thread(target=_sample_cpu, args=(token, stop, seen), daemon=True).start()
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -237,6 +256,7 @@ def finish_fixture(proc: subprocess.Popen, token: str, tmpdir: str, started: flo
         stdout, stderr = proc.communicate()
         stderr += f"\n[suite] killed after {timeout} s"
     seconds = time.monotonic() - started
+    stop.set()
     left = wait_until_gone(token)
     for pid in left:  # do not leave them to the next test; report them below
         try:
@@ -247,8 +267,11 @@ def finish_fixture(proc: subprocess.Popen, token: str, tmpdir: str, started: flo
     shutil.rmtree(tmpdir, ignore_errors=True)
     if os.environ.get("DISTHARNESS_FIXTURE_LOG"):  # what each fixture run cost, for the CI time's accounting
         with open(os.environ["DISTHARNESS_FIXTURE_LOG"], "a") as f:
-            f.write(json.dumps({"args": list(proc.args)[1:], "seconds": round(seconds, 2),
-                                "templates": stderr.count("harness-template") + stdout.count("harness-template")}) + "\n")
+            kinds: dict[str, float] = {}
+            for cpu, kind in seen.values():
+                kinds[kind] = round(kinds.get(kind, 0.0) + cpu, 2)
+            f.write(json.dumps({"args": list(proc.args)[1:], "seconds": round(seconds, 2), "processes": len(seen),
+                                "cpu": round(sum(c for c, _ in seen.values()), 2), "kinds": kinds}) + "\n")
     return FixtureRun(list(proc.args), proc.returncode, stdout, stderr, seconds, left, leftover_temp)
 
 
