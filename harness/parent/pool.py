@@ -52,6 +52,8 @@ SETTLE, RECHECK = 0.25, 1.0
 #: last look: read from /proc, nothing asked of the ranks); only then are their flight recorders read, and a
 #: desync is declared when a second look finds the same blocked collectives (harness.judging.analysis.never_meet)
 LOOK = 0.25
+#: looks in a row whose dumps did not all come that are asked again at once (harness.parent.pool._look_for_desync)
+UNANSWERED = 8
 
 
 #: how a body that ended went, as a report says it
@@ -366,6 +368,13 @@ class RankPool(World):
         # the ranks whose test ended too: they call nothing more, and what they called counts
         alive = [r for r in range(self.world_size) if r in test.pending or self.procs[r].is_alive()]
         dumps = request_dumps(self.dir, alive, timeout=1.0)
+        if any(r not in dumps for r in alive) and test.unanswered < UNANSWERED:
+            # a rank's dump did not come in time (a loaded machine): this look proved nothing, so the next one asks
+            # again, though no CPU was used since (a rank that never answers is asked a few times, not for ever)
+            test.unanswered += 1
+            test.asked = {}
+            return
+        test.unanswered = 0
         if test.before is not None:
             test.desync = never_meet(dumps, in_body, self.world_size, before=test.before)
         # look again next time only if these dumps alone already show a desync (the next must confirm it)
@@ -569,6 +578,7 @@ class _InFlight:
     look_at: float = 0.0  # when to look next whether every rank is blocked (_look_for_desync)
     cpu: dict[int, int | None] = dataclasses.field(default_factory=dict)  # each rank's main-thread CPU at the last look
     asked: dict[int, int | None] | None = None  # ... when the ranks' dumps were last asked for
+    unanswered: int = 0  # looks in a row whose dumps did not all come
     before: dict[int, Any] | None = None  # dumps that showed a desync, to be confirmed by the next look
     desync: tuple[int, str] | None = None  # (the root cause rank, why): every rank blocked for good
 
