@@ -190,7 +190,7 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
         if report is None:
             if outcome.interrupted:
                 continue
-            mine = [i for i, u in zip(ids, units) if claimed.get(u) == k - 1]  # what it took; else its share
+            mine = [i for i, u in zip(ids, units) if claimed.get(u) == k - 1]  # the classes it had claimed
             outcome.entries.append(_lost_worker(k, proc.returncode, mine, tail))
             continue
         outcome.entries += report["entries"]
