@@ -21,7 +21,7 @@ MOD = f"tests.fixtures.{FX}"
 # the fixture's classes for reused ranks, in the order they run: the last one checks the ranks still work
 CLASSES = ["TestASubtestFailsWhilePeerInCollective", "TestBSubtestSkippedOnOneRank", "TestCSkipOnOneRank",
            "TestDCleanupsWhenSetUpFails", "TestECleanupFails", "TestFBodyAndTearDownFail", "TestGHugeOutput",
-           "TestHUnpicklableMessage", "TestIDifferentCombinations", "TestZStillWorks"]
+           "TestHUnpicklableMessage", "TestIDifferentCombinations", "TestJSlowPeerSkipsToo", "TestZStillWorks"]
 
 
 class TestFaultsBetweenRanks(FixtureTestCase):
@@ -31,7 +31,7 @@ class TestFaultsBetweenRanks(FixtureTestCase):
 
     def test_counts(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
-        self.assertInReport("Ran 10 tests")
+        self.assertInReport("Ran 11 tests")
         self.assertInReport(f"test_after_all_that ({MOD}.TestZStillWorks.test_after_all_that) ... ok")
 
     def test_failing_combination_while_peer_in_collective(self):
@@ -64,6 +64,12 @@ class TestFaultsBetweenRanks(FixtureTestCase):
         self.assertIn("[rank 1/2] skipped on cpu/gloo (FIXTURE-SKIP rank 1 lacks a feature) while rank 0 still "
                       "waited for it: a test must skip on every rank or on none", text)
         self.assertIn(f'line {fixture_line(FX, "FIXTURE-SKIP-ALLREDUCE")} in test_skip_one_rank', text)
+
+    def test_a_skip_waits_for_a_slow_peer_that_skips_too(self):
+        # rank 1 reached the test after the grace had run out since rank 0 skipped it, then skipped it too: rank 1
+        # waited for nothing rank 0 left undone, so no grace stopped it and the test is skipped, not an error
+        self.assertInReport(f"test_skipped_on_every_rank ({MOD}.TestJSlowPeerSkipsToo.test_skipped_on_every_rank) ... "
+                            "skipped 'FIXTURE-SLOW-SKIP not on this machine'")
 
     def test_cleanups_run_when_setup_fails(self):
         text = self.r.section("ERROR: test_never_runs")

@@ -57,7 +57,7 @@ UNANSWERED = 8
 
 
 #: how a body that ended went, as a report says it
-_BODY = {PASSED: "passed", FAILED: "failed", ERROR: "raised", SKIPPED: "was skipped"}
+_BODY = {PASSED: "passed", FAILED: "failed", ERROR: "raised", SKIPPED: "was skipped", XFAIL: "xfailed"}
 
 
 class PoolStartError(HarnessError):
@@ -393,9 +393,10 @@ class RankPool(World):
         if isinstance(message, BodyEnded):
             # its tearDown waits for the other ranks' bodies (shared.protocol.teardown_call); a rank that was skipped
             # while its peers go on may leave them waiting for it, as a rank that ended does
+            # (a skip starts no grace of itself: the peers still running may be on their way to the same skip, slowly
+            # on a loaded machine, still importing the test's module; the look at stuck peers starts it when one
+            # waits for the skipped rank in a collective or a group's creation)
             test.ended[r] = message.status
-            if message.status in (SKIPPED, XFAIL) and len(test.ended) < len(test.pending):
-                test.grace.start(Trouble(now, r, f"rank {r} skipped the test"))
             if test.check_at is None:
                 test.check_at = now + SETTLE
             return
@@ -418,9 +419,8 @@ class RankPool(World):
             self.broken = True
         if result.is_bad:
             test.grace.start(Trouble(now, r, f"rank {r} {'died' if result.status == CRASHED else 'failed'}"))
-        elif result.status in (SKIPPED, XFAIL) and test.pending:
-            # a rank that skips while its peers wait for it in a collective must not cost the timeout
-            test.grace.start(Trouble(now, r, f"rank {r} {'skipped' if result.status == SKIPPED else 'xfailed'} the test"))
+        # a rank that skipped (or xfailed) is a rank that returned: its peers get the grace once the look at stuck peers
+        # finds one waiting for it in a collective (that must not cost the timeout), not before (a slow peer skips too)
         if test.pending and test.check_at is None:
             test.check_at = now + SETTLE
 
@@ -499,7 +499,7 @@ class RankPool(World):
                       ) -> dict[int, str]:
         """Ranks in ``pending`` that wait for what a rank whose test (or body: ``ended``) ended can never do
         (harness.judging.analysis: each rank's collectives, asked of the live ranks), each with why."""
-        went = {PASSED: "passed", SKIPPED: "was skipped"}
+        went = {PASSED: "passed", SKIPPED: "was skipped", XFAIL: "xfailed"}
         returned = {r: went.get(res.status, "failed") for r, res in results.items() if self.procs[r].is_alive()}
         returned.update({r: _BODY.get(status, "failed") for r, status in ended.items()})
         pending = set(pending) - set(ended)
