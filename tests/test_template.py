@@ -51,6 +51,11 @@ class TestForkedRanks(FixtureTestCase):
         for row in forked:  # the OpenMP workers exist: the parallel op really ran on two threads
             self.assertGreaterEqual(int(row["tasks"]), 2, row)
 
+    def test_the_templates_objects_are_out_of_the_ranks_collections(self):
+        # gc.freeze() in the template: torch's hundreds of thousands of objects are never walked by a rank's collector
+        forked = [row for row in self.lines if row["cls"] == "TestAForked"]
+        self.assertTrue(all(int(row["frozen"]) > 100_000 for row in forked), forked)
+
     def test_cuda_is_never_initialised_in_the_template(self):
         self.assertEqual({row["bad_fork"] for row in self.lines}, {"False"})
         self.assertEqual({row["cuda_initialized"] for row in self.lines}, {"False"})
