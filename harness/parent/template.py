@@ -45,11 +45,12 @@ __all__ = ["PRELOAD", "BY_REQUEST", "RankStart", "context", "warm", "tell", "sto
 
 #: what the template imports once, for every rank it forks (a module it cannot import is left to the rank).
 #: DTensor is here for every test, not only DTensor tests: torch.testing.assert_close (assertEqual) imports
-#: it on its first call, half a second in each fresh rank. The harness's own modules come last: the
-#: template's import of this module waits for the run's list of what its tests use (:func:`tell`).
-PRELOAD = ["torch", "torch.distributed", "torch.distributed.tensor", "numpy", "harness", "harness.parent.template",
-           "harness.ranks.process", "harness.ranks.comms", "harness.ranks.isolation", "harness.ranks.cuda_state",
-           "harness.classes.case", "harness.runner.forked"]
+#: it on its first call, half a second in each fresh rank; numpy.random, which every rank seeds, for the same
+#: reason. The harness's own modules come last: the template's import of this module waits for the run's list
+#: of what its tests use (:func:`tell`).
+PRELOAD = ["torch", "torch.distributed", "torch.distributed.tensor", "numpy", "numpy.random", "harness",
+           "harness.parent.template", "harness.ranks.process", "harness.ranks.comms", "harness.ranks.isolation",
+           "harness.ranks.cuda_state", "harness.classes.case", "harness.runner.forked"]
 
 #: packages the template imports too when the run's test modules imported them (FSDP and DCP alone cost
 #: the template about as much again as DTensor; a test that uses neither should not wait for them)
