@@ -3,7 +3,7 @@
 On a machine with many cores (a 16-core GPU machine, say) one runner leaves most of them idle: a test's
 ranks start, import torch (seconds with a CUDA build) and run one test at a time. With ``--jobs N`` the
 parent splits the tests by class (a class and its ``setUpClass`` never run twice), balanced by the times
-file (harness.runner.sharding.split_by_class: the split ``--shard`` makes), and starts N workers, each
+file (harness.runner.sharding.split: the split ``--shard`` makes), and starts N workers, each
 ``python -m harness`` over the same folders or targets, told the split. Each worker runs its own share's
 classes in suite order, claiming each as it starts it; a worker whose share is done takes the last unclaimed
 class of the share with the most time left (recorded times are only a guide: on a loaded machine a share
@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence, TextIO
 
 from harness.parent.pool import Terminated, install_sigterm_handler
 from harness.runner.results import Entry, Problem
-from harness.runner.sharding import split_by_class, unit_of, unit_weights
+from harness.runner.sharding import split, unit_of
 from harness.shared.status import Status
 
 __all__ = ["worker_argv", "run_jobs", "write_worker_report", "JobsOutcome", "take_ctrl_c", "Claims", "claims_of",
@@ -110,10 +110,11 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
 
     ids = [t.id() for t in tests]
     units = [unit_of(t) for t in tests]
-    parts = split_by_class(ids, jobs, times, units)
+    how = split(ids, jobs, times, units)  # each class whole, in suite order
+    parts = [[ids[n] for n in part] for part in how.parts()]
     outcome = JobsOutcome()
     tmp = tempfile.mkdtemp(prefix="harness-jobs-")
-    queue = _write_queue(tmp, parts, dict(zip(ids, units)), unit_weights(ids, units, times))
+    queue = _write_queue(tmp, parts, dict(zip(ids, units)), how.weights)
     env = dict(os.environ)
     env.setdefault("HARNESS_THREADS", _threads_per_rank(len(parts)))
     env["PYTHONUNBUFFERED"] = "1"

@@ -30,7 +30,7 @@ import unittest
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-__all__ = ["Split", "class_key", "class_unit", "unit_of", "split", "split_by_class", "unit_weights", "shard",
+__all__ = ["Split", "class_key", "class_unit", "unit_of", "split", "split_by_class", "shard",
            "load_times", "save_times"]
 
 
@@ -75,6 +75,7 @@ class Split:
     known: int  # how many of the tests had a recorded time
     units: list[str] = dataclasses.field(default_factory=list)  # units[n]: the class (unit) of the n-th test
     known_classes: int = 0  # how many of the classes had a recorded set-up/tear-down time
+    weights: dict[str, float] = dataclasses.field(default_factory=dict)  # each unit's expected seconds
 
     def note(self, index: int, times_file: str) -> str:
         """The header line: what shard ``index`` (1-based) of this split runs."""
@@ -123,17 +124,13 @@ def split(ids: Sequence[str], count: int, times: Mapping[str, float], units: Seq
         target = min(range(count), key=lambda s: (loads[s], s))
         loads[target] += weight[unit]
         owner[unit] = target
-    return Split([owner[u] for u in units], loads, default, len(known), units, len(own))
-
-
-def unit_weights(ids: Sequence[str], units: Sequence[str], times: Mapping[str, float]) -> dict[str, float]:
-    """Each unit's expected seconds, as :func:`split` weighs it (its tests' times, a test without a record at the
-    mean of those with one, plus the unit's own record: its class's set-up and tear-down)."""
-    return _weights(ids, units, times)[0]
+    return Split([owner[u] for u in units], loads, default, len(known), units, len(own), weight)
 
 
 def _weights(ids: Sequence[str], units: Sequence[str], times: Mapping[str, float]
              ) -> tuple[dict[str, float], float, list[float], dict[str, float]]:
+    """Each unit's expected seconds (its tests' times, a test without a record at the mean of those with one, plus
+    the unit's own record: its class's set-up and tear-down), that default, the recorded times, the units' own."""
     known = [times[i] for i in ids if i in times]
     default = (math.fsum(known) / len(known) if known
                else (math.fsum(times.values()) / len(times) if times else 1.0))
