@@ -34,3 +34,27 @@ def load_failure(module: str) -> unittest.TestCase:
     """What unittest makes of a module that cannot be imported (``module`` must not exist): one failing test."""
     (failed,) = list(unittest.TestLoader().loadTestsFromName(module))
     return failed
+
+
+class InFakeGroup(unittest.TestCase):
+    """A class whose tests run as rank ``FAKE_RANK`` of a world of ``FAKE_WORLD`` in torch's ``fake`` process group
+    (layouts, local shards and the collectives' calls, no peer needed); skipped where a group is up already."""
+
+    FAKE_RANK, FAKE_WORLD = 0, 2
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        import torch.distributed as dist
+
+        from harness.testing.fake_store import FakeStore
+
+        if dist.is_initialized():
+            raise unittest.SkipTest("a process group is up in this process already")
+        dist.init_process_group("fake", store=FakeStore(), rank=cls.FAKE_RANK, world_size=cls.FAKE_WORLD)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -13,6 +13,7 @@ import torch
 from torch.distributed.tensor import Replicate, Shard
 
 from harness import TestCase
+from tests.unit._fakes import InFakeGroup
 
 
 def _probe() -> TestCase:
@@ -95,26 +96,9 @@ class TestAssertEqual(unittest.TestCase):
             self.t.assertNotEqual((1,), [1])
 
 
-class TestDTensors(unittest.TestCase):
+class TestDTensors(InFakeGroup):
     """DTensors compare by layout, then by their shards; against a plain tensor, the error says which to take
     (rank 0 of a world of 2 in torch's fake group: the layouts and local shards, no peer needed)."""
-
-    @classmethod
-    def setUpClass(cls):
-        import torch.distributed as dist
-
-        from harness.testing.fake_store import FakeStore
-
-        if dist.is_initialized():
-            raise unittest.SkipTest("a process group is up in this process already")
-        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-
-    @classmethod
-    def tearDownClass(cls):
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
     def test_layout_then_shards(self):
         from torch.distributed.device_mesh import init_device_mesh

@@ -16,6 +16,7 @@ from harness.upstream_modules import (common_cuda, common_device_type, common_di
                                       triton_utils,
                                       two_tensor)
 from tests._support import base_env, nightly, run_fixture
+from tests.unit._fakes import InFakeGroup
 
 
 def _same_module(test: unittest.TestCase, theirs: torch.nn.Module, mine: torch.nn.Module) -> None:
@@ -1205,22 +1206,9 @@ class _OneRank(unittest.TestCase):
             dist.destroy_process_group()
 
 
-class TestFSDP2Patches(unittest.TestCase):
+class TestFSDP2Patches(InFakeGroup):
     """The patches see the collectives upstream's see, and put back what they replaced: rank 0 of a world of 2 in
     torch's fake group (FSDP2 on one rank issues no collective; the fake one returns each at once)."""
-
-    @classmethod
-    def setUpClass(cls):
-        from harness.testing.fake_store import FakeStore
-
-        if dist.is_initialized():
-            raise unittest.SkipTest("a process group is up in this process already")
-        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-
-    @classmethod
-    def tearDownClass(cls):
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
     def _step(self, patch, replacement_of):
         from torch.distributed.fsdp import fully_shard
@@ -1521,22 +1509,11 @@ def _converter_samples():
             ((torch.randn(4, 4, generator=g).to_sparse(), torch.randn(4, generator=g)), {})]
 
 
-class TestDTensorConverterOnFourRanks(unittest.TestCase):
+class TestDTensorConverterOnFourRanks(InFakeGroup):
     """DTensorConverter yields what upstream's does on a 4-rank mesh (a fake group: the placements and local
     shapes; the values are checked on one real rank below)."""
 
-    @classmethod
-    def setUpClass(cls):
-        if dist.is_initialized():
-            raise unittest.SkipTest("a process group is up in this process already")
-        from harness.upstream_modules.fake_pg import FakeStore
-
-        dist.init_process_group("fake", store=FakeStore(), rank=1, world_size=4)
-
-    @classmethod
-    def tearDownClass(cls):
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    FAKE_RANK, FAKE_WORLD = 1, 4
 
     def test_same_yields_as_upstream(self):
         from torch.distributed.device_mesh import init_device_mesh
