@@ -111,14 +111,14 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
     ids = [t.id() for t in tests]
     units = [unit_of(t) for t in tests]
     how = split(ids, jobs, times, units)  # each class whole, in suite order
-    parts = [[ids[n] for n in part] for part in how.parts()]
+    parts = how.id_parts(ids)
     outcome = JobsOutcome()
     tmp = tempfile.mkdtemp(prefix="harness-jobs-")
     queue = _write_queue(tmp, parts, dict(zip(ids, units)), how.weights)
     env = dict(os.environ)
     env.setdefault("HARNESS_THREADS", _threads_per_rank(len(parts)))
     env["PYTHONUNBUFFERED"] = "1"
-    procs: list[tuple[int, subprocess.Popen, str, list[str], list[str]]] = []
+    procs: list[tuple[int, subprocess.Popen, str, list[str]]] = []
     lock = threading.Lock()
     started = time.monotonic()
     ended: dict[int, float] = {}  # job -> when its output ended (it exited): how well the split balanced them
@@ -144,7 +144,7 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
     install_sigterm_handler()  # SIGTERM here unwinds like Ctrl-C, so the workers are stopped too
     take_ctrl_c()
     try:
-        for k, part in enumerate(parts, 1):
+        for k in range(1, len(parts) + 1):
             ids_file, report_file = os.path.join(tmp, f"job{k}.ids"), os.path.join(tmp, f"job{k}.report")
             with open(ids_file, "w") as f:
                 json.dump({"queue": queue, "share": k - 1}, f)
@@ -154,11 +154,11 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     errors="replace")
             tail: list[str] = []
-            procs.append((k, proc, report_file, part, tail))
+            procs.append((k, proc, report_file, tail))
             reader = threading.Thread(target=pump, args=(k, proc, tail), daemon=True)
             reader.start()
             readers.append(reader)
-        for _, proc, _, _, _ in procs:
+        for _, proc, _, _ in procs:
             proc.wait()
     except KeyboardInterrupt as exc:
         # Ctrl-C reached the workers too (one terminal process group): they stop their tests and report.
@@ -174,7 +174,7 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
     for reader in readers:
         reader.join(5)
     reports = {}
-    for k, proc, report_file, part, tail in procs:
+    for k, proc, report_file, tail in procs:
         try:
             with open(report_file, "rb") as f:
                 reports[k] = pickle.load(f)
@@ -182,11 +182,11 @@ def run_jobs(options: Any, profile: str, tests: Sequence[unittest.TestCase], job
             pass
     if len(ended) == len(procs) == len(reports) > 1 and not outcome.interrupted:
         outcome.notes.append("jobs: " + ", ".join(f"j{k} ran {len(reports[k]['entries'])} tests in "
-                                                  f"{ended[k] - started:.0f} s" for k, _, _, _, _ in procs)
+                                                  f"{ended[k] - started:.0f} s" for k, _, _, _ in procs)
                              + f" (split by {options.times_file}, a share done taking what was left of the "
                              "others'; --update-times records what they cost)")
     claimed = Claims(queue, 0).taken()
-    for k, proc, report_file, part, tail in procs:
+    for k, proc, report_file, tail in procs:
         report = reports.get(k)
         if report is None:
             if outcome.interrupted:
@@ -310,7 +310,7 @@ def claiming_suite(tests: Sequence[unittest.TestCase], claims: Claims) -> unitte
 
 
 def _signal_all(procs: list, signum: int) -> None:
-    for _, proc, _, _, _ in procs:
+    for _, proc, _, _ in procs:
         if proc.poll() is None:
             try:
                 proc.send_signal(signum)
@@ -321,7 +321,7 @@ def _signal_all(procs: list, signum: int) -> None:
 def _wait_all(procs: list, seconds: float) -> bool:
     """Wait up to ``seconds`` for every worker to end; True when they all did."""
     deadline = time.monotonic() + seconds
-    for _, proc, _, _, _ in procs:
+    for _, proc, _, _ in procs:
         try:
             proc.wait(max(0.05, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:

@@ -95,6 +95,10 @@ class Split:
             parts[owner].append(n)
         return [part for part in parts if part]
 
+    def id_parts(self, ids: Sequence[str]) -> list[list[str]]:
+        """:meth:`parts` as the test ids ``ids`` (those this split was made of, in the same order)."""
+        return [[ids[n] for n in part] for part in self.parts()]
+
 
 def split(ids: Sequence[str], count: int, times: Mapping[str, float], units: Sequence[str] | None = None) -> Split:
     """Greedy longest-first bin packing of ``ids`` over ``count`` shards, each unit (class) whole.
@@ -152,7 +156,7 @@ def split_by_class(ids: Sequence[str], count: int, times: Mapping[str, float],
 
         split_by_class(["m.A.t1", "m.A.t2", "m.B.t1"], 2, {"m.A.t1": 5.0})   # [["m.A.t1", "m.A.t2"], ["m.B.t1"]]
     """
-    return [[ids[n] for n in part] for part in split(ids, count, times, units).parts()]
+    return split(ids, count, times, units).id_parts(ids)
 
 
 def shard(tests: Sequence[unittest.TestCase], index: int, count: int,
