@@ -144,7 +144,8 @@ class TestFineTuning(DTensorTestBase):
             state = optim["state"][key]
             self.assertEqual(int(state["step"]), steps, msg=f"{what}: Adam steps of {key}")
             starved = int((state["exp_avg_sq"] == 0).sum())
-            self.assertEqual(starved, 0, msg=f"{what}: {starved} of {value.numel()} elements of {key} never had a gradient")
+            self.assertEqual(starved, 0,
+                             msg=f"{what}: {starved} of {value.numel()} elements of {key} never had a gradient")
 
     def _assert_differs(self, actual: dict, expected: dict, what: str) -> None:
         """Before a load: the fresh values differ, so equality afterwards proves the load did it."""

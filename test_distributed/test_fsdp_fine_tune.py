@@ -165,7 +165,8 @@ class TestFSDPFineTune(FSDPTest):
                 self.assertFalse(torch.equal(final[name], before), msg=f"{name} did not train")
                 self.assertIn(name, state, msg=f"the optimizer never stepped {name}")
                 starved = int((state[name]["exp_avg_sq"] == 0).sum())
-                self.assertEqual(starved, 0, msg=f"{starved} of {before.numel()} elements of {name} never had a gradient")
+                self.assertEqual(starved, 0,
+                                 msg=f"{starved} of {before.numel()} elements of {name} never had a gradient")
             else:
                 self.assertEqual(final[name], before, atol=0, rtol=0, msg=f"frozen {name} changed")
                 self.assertNotIn(name, state, msg=f"the optimizer stepped frozen {name}")
