@@ -145,6 +145,11 @@ class LocalDTensorTestBase(DTensorTestBase):
         if dist.is_initialized():
             dist.destroy_process_group()
 
+    def _spawn_threads(self) -> None:
+        """Nothing to start: every rank is simulated here. The twin of a thread-rank class (``DTensorOpTestBase``,
+        ``create_local_tensor_test_class(..., base_class=LocalDTensorOpTestBase)``) keeps that class among its
+        bases, whose ``setUp`` calls this, as upstream's local classes do."""
+
     def init_manual_seed_for_rank(self) -> None:
         """Every simulated rank draws from one generator, so all of them get the same seed (as upstream)."""
         import torch

@@ -77,7 +77,8 @@ def map_local_tensor_for_rank(tensor: Any, rank: Any, func: Any) -> Any:
 class LocalDTensorOpTestBase(LocalDTensorTestBase):
     """``DTensorOpTestBase``'s tests with every rank simulated in one process: ``NUM_DEVICES`` ranks on
     ``DEVICE_TYPE`` (CPU where there is not a GPU per rank), the ``fake`` default group up for each test as the
-    threaded class has it.
+    threaded class has it, ``@with_comms`` or not. The twin of a ``DTensorOpTestBase`` class is made on it:
+    ``create_local_tensor_test_class(TestOps, base_class=LocalDTensorOpTestBase)``.
 
     Example::
 
@@ -88,17 +89,12 @@ class LocalDTensorOpTestBase(LocalDTensorTestBase):
                     d = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
     """
 
+    #: the group around every test, as ``@with_comms`` makes it (one group, also where a test has the decorator)
+    _harness_auto_comms = True
+
     @property
     def world_size(self) -> int:
         return NUM_DEVICES
-
-    def setUp(self) -> None:
-        super().setUp()
-        self.init_pg()
-
-    def tearDown(self) -> None:
-        self.destroy_pg()
-        super().tearDown()
 
 
 class LocalDTensorContinuousTestBase(LocalDTensorOpTestBase):

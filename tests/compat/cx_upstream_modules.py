@@ -6,7 +6,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 
-from harness import DTensorTestBase, DynamoDistributedMultiProcTestCase, FSDPTest, parametrize, run_tests, with_comms
+from harness import (DTensorOpTestBase, DTensorTestBase, DynamoDistributedMultiProcTestCase, FSDPTest,
+                     create_local_tensor_test_class, parametrize, run_tests, with_comms)
 from harness.upstream_modules import common_utils
 from harness.upstream_modules.common_distributed import _dynamo_dist_per_rank_init
 from harness.upstream_modules.common_device_type import dtypes, instantiate_device_type_tests, onlyCPU, onlyCUDA
@@ -114,6 +115,25 @@ class TestLocalOps(LocalDTensorOpTestBase):
             d = distribute_tensor(torch.ones(8, 2), mesh, [Shard(0)])
             self.assertEqual(d.full_tensor(), torch.ones(8, 2))
         print(f"LOCALOPS world={self.world_size} mesh={mesh.size()}")
+
+
+class TestThreadOps(DTensorOpTestBase):
+    """Thread ranks, and their twin below on LocalDTensorOpTestBase, as upstream's pointwise-op tests have it."""
+
+    @with_comms
+    def test_add(self):
+        from torch.distributed.tensor import Shard, distribute_tensor
+
+        mesh = self.build_device_mesh()
+        d = distribute_tensor(torch.ones(8, 2), mesh, [Shard(0)])
+        self.assertEqual((d + d).full_tensor(), torch.full((8, 2), 2.0))
+        print(f"THREADOPS rank_type={type(self.rank).__name__} world={self.world_size} backend={dist.get_backend()}")
+
+    def test_group_up_without_with_comms(self):
+        self.assertEqual(dist.get_world_size(), self.world_size)
+
+
+TestThreadOpsWithLocalTensor = create_local_tensor_test_class(TestThreadOps, base_class=LocalDTensorOpTestBase)
 
 
 class TestLocalContinuous(LocalDTensorContinuousTestBase):

@@ -2,7 +2,7 @@
 run_tests()): device-generic classes with upstream's generated names, composing with parametrize and dtypes, a
 CPU class meeting over gloo; FSDP2's collectives counted by the patches on every rank; the dynamo per-rank group
 on the test's own rendezvous; every shard order distributed and gathered back; DTensor's op-test class with its
-ranks simulated. What each counterpart is against upstream's own: tests/unit/test_upstream_modules.py."""
+ranks simulated, and the twin of its thread-rank class. What each counterpart is against upstream's own: tests/unit/test_upstream_modules.py."""
 import unittest
 
 from tests._support import RUN_TESTS, THE_RUNNER, under_each_front_end
@@ -18,7 +18,9 @@ class _Checks:
                      "TestDevicesCPU.test_cpu_only_cpu", "TestPatches.test_count_collectives",
                      "TestDynamoRank.test_group_for_the_block", "TestDevicesCPU.test_cuda_only_cpu",
                      "TestShardOrders.test_every_order_round_trips", "TestLocalOps.test_shard_and_gather",
-                     "TestLocalContinuous.test_group_up_without_with_comms"):
+                     "TestLocalContinuous.test_group_up_without_with_comms", "TestThreadOps.test_add",
+                     "TestThreadOpsWithLocalTensor.test_add",
+                     "TestThreadOpsWithLocalTensor.test_group_up_without_with_comms"):
             self.assertIn(name, self.r.output, self.r.describe())
         self.assertNotIn("CUDAONLY ran", self.r.output)
 
@@ -50,6 +52,8 @@ class _RankLines:
                          {("0", "6", "6"), ("1", "6", "6")}, self.r.describe())
         self.assertIn("LOCALOPS world=4 mesh=4", self.r.output, self.r.describe())
         self.assertIn("LOCALCONT world=2 backend=fake", self.r.output, self.r.describe())
+        # the twin of a thread-rank class: one process, every rank simulated, its group the fake one
+        self.assertIn("THREADOPS rank_type=SymInt world=4 backend=fake", self.r.output, self.r.describe())
 
     def test_dynamo_group_on_the_tests_rendezvous(self):
         self.assertEqual({(row["_rank"], row["got"], row["size"]) for row in self.r.rank_lines("DYNAMO")},
