@@ -92,5 +92,38 @@ class TestAJobThatEnds(unittest.TestCase):
         self.assertEqual(self.left, {})
 
 
+class TestARunnerThatCrashes(unittest.TestCase):
+    """One runner process, crashed by a test that runs in it: the run names the test, how far it got and its Python
+    stack, counts it as failed, and leaves nothing behind."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = tempfile.mkdtemp(prefix="distharness-suite-")
+        cls.token = uuid.uuid4().hex
+        env = base_env(TMPDIR=cls.tmp, **{TOKEN_VAR: cls.token})
+        cls.proc = subprocess.run([sys.executable, "-m", "harness", "tests/fixtures/fx_runner_crash.py"], cwd=REPO,
+                                  env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        cls.out = cls.proc.stdout + cls.proc.stderr
+        cls.left = wait_until_gone(cls.token)
+        cls.leftover_temp = sorted(n for n in os.listdir(cls.tmp) if n.startswith("harness-"))
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_the_test_and_how_far_the_run_got_are_named(self):
+        self.assertEqual(self.proc.returncode, 1, self.out)
+        self.assertIn("the runner process ended (killed by SIGSEGV", self.out)
+        self.assertIn("in tests.fixtures.fx_runner_crash.TestBCrashes.test_crashes (test 2 of 3)", self.out)
+        self.assertIn("the 1 after it did not run", self.out)
+        self.assertIn("-k TestBCrashes.test_crashes", self.out)
+        self.assertEqual(self.proc.stdout.rstrip().splitlines()[-1], "1 passed, 1 failed, 0 skipped", self.out)
+
+    def test_the_crash_shows_its_python_stack(self):
+        self.assertRegex(self.out, r"Fatal Python error: Segmentation fault[\s\S]*fx_runner_crash\.py\", line \d+ in "
+                                   r"test_crashes", self.out)
+
+    def test_nothing_left_behind(self):
+        self.assertEqual(self.left, {})
+        self.assertEqual(self.leftover_temp, [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.runner.progress import keep_progress, lost_runner
 from harness.runner.session import Options, Ran
 from harness.shared.processes import gone
 
@@ -172,10 +173,11 @@ class Runner:
 
 
 def start_runner(job: Any, client_pid: int, fds: tuple[int | None, int, int] | None = None,
-                 env: dict[str, str] | None = None, cwd: str | None = None) -> Runner:
+                 env: dict[str, str] | None = None, cwd: str | None = None, progress: str | None = None) -> Runner:
     """Fork a runner process from this process's template, to do ``job`` (:class:`Options`, or a watch
     round's ``Round``) with the environment ``env`` and the fds ``fds`` (0, 1, 2; this process's by default),
-    watching ``client_pid`` (it stops its ranks and ends when that process is gone)."""
+    watching ``client_pid`` (it stops its ranks and ends when that process is gone). ``progress``: a file in
+    which it keeps the test it runs, read if it dies (harness.runner.progress)."""
     import multiprocessing
 
     from harness.parent import template
@@ -184,7 +186,8 @@ def start_runner(job: Any, client_pid: int, fds: tuple[int | None, int, int] | N
     ctx = multiprocessing.get_context("forkserver")
     parent_end, child_end = ctx.Pipe(duplex=True)
     start = template.RankStart.of_fds(dict(os.environ if env is None else env), fds)
-    proc = ctx.Process(target=runner_main, name="harness-runner", args=(child_end, job, start, client_pid, cwd))
+    proc = ctx.Process(target=runner_main, name="harness-runner",
+                       args=(child_end, job, start, client_pid, cwd, progress))
     proc.start()
     child_end.close()
     return Runner(proc, parent_end)
@@ -210,7 +213,8 @@ def run_forked(options: Options) -> Any:
     if why:
         template.stop(unused=True)
         return None
-    runner = start_runner(options, os.getpid())
+    progress = os.path.join(own_temp_dir(), "runner-progress")
+    runner = start_runner(options, os.getpid(), progress=progress)
     message, interrupted = _await_result(runner)
     runner.proc.join(30)
     template.stop()
@@ -219,9 +223,9 @@ def run_forked(options: Options) -> Any:
     if message is None:
         if interrupted:
             return ExitCode.TERMINATED if interrupted == "terminated" else ExitCode.INTERRUPTED
-        print(f"harness: the runner process ended ({_describe(runner.proc.exitcode)}) without reporting",
-              file=sys.stderr)
-        print("0 passed, 0 failed, 0 skipped")
+        words, counts = lost_runner(_describe(runner.proc.exitcode), progress)
+        print(words, file=sys.stderr)
+        print(counts)
         return ExitCode.FAILED
     kind, payload = message
     if kind == "usage":
@@ -343,9 +347,15 @@ def become_runner(start: Any, client_pid: int, cwd: str | None = None) -> None:
     threading.Thread(target=_watch_client, args=(client_pid,), daemon=True, name="harness-watch-client").start()
 
 
-def runner_main(conn: Any, job: Any, start: Any, client_pid: int, cwd: str | None = None) -> None:
-    """The runner process: collect, run, send back what the tests gave (or a usage error, or an exit code)."""
+def runner_main(conn: Any, job: Any, start: Any, client_pid: int, cwd: str | None = None,
+                progress: str | None = None) -> None:
+    """The runner process: collect, run, send back what the tests gave (or a usage error, or an exit code).
+    A crash (SIGSEGV, SIGABRT, ...) prints its Python stacks (faulthandler) to the client's stderr."""
+    import faulthandler
+
     become_runner(start, client_pid, cwd)
+    keep_progress(progress)
+    faulthandler.enable(file=sys.stderr, all_threads=True)
     try:
         if hasattr(job, "run_in"):  # a watch round (harness.runner.watch.Round) or a server's job
             message = job.run_in(conn)

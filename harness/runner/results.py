@@ -256,6 +256,9 @@ class RunnerResult(unittest.TestResult):
         if unit != self._last_class:  # a class's first test: what is left of the time since the last test is its own
             self._charge(unit, self._t0)
         self._last_class = unit
+        from harness.runner.progress import test_started
+
+        test_started(self.started, getattr(self.listener, "total", 0), str(counts(self.entries)), test_id)
         super().startTest(test)
 
     def _entry_for(self, test: Any, outside: Status = Status.ERROR) -> Entry:

@@ -1,6 +1,7 @@
 """harness.upstream_modules on rank processes: device-generic classes, FSDP2's communication patches, the dynamo
 per-rank group (upstream's names, ported imports)."""
 import functools
+import unittest
 
 import torch
 import torch.distributed as dist
@@ -134,6 +135,10 @@ class TestThreadOps(DTensorOpTestBase):
 
 
 TestThreadOpsWithLocalTensor = create_local_tensor_test_class(TestThreadOps, base_class=LocalDTensorOpTestBase)
+if torch.__version__.startswith("2.11."):  # its twin ran after thread-rank tests in this process: upstream's too
+    TestThreadOpsWithLocalTensor = unittest.skip(
+        "torch 2.11 crashes (SIGSEGV in FakeTensorMode.__enter__) in a local-tensor test after thread-rank tests in "
+        "the same process, under upstream's harness too")(TestThreadOpsWithLocalTensor)
 
 
 class TestLocalContinuous(LocalDTensorContinuousTestBase):

@@ -5,6 +5,8 @@ on the test's own rendezvous; every shard order distributed and gathered back; D
 ranks simulated, and the twin of its thread-rank class. What each counterpart is against upstream's own: tests/unit/test_upstream_modules.py."""
 import unittest
 
+import torch
+
 from tests._support import RUN_TESTS, THE_RUNNER, under_each_front_end
 
 MOD = "tests.compat.cx_upstream_modules"
@@ -52,8 +54,10 @@ class _RankLines:
                          {("0", "6", "6"), ("1", "6", "6")}, self.r.describe())
         self.assertIn("LOCALOPS world=4 mesh=4", self.r.output, self.r.describe())
         self.assertIn("LOCALCONT world=2 backend=fake", self.r.output, self.r.describe())
-        # the twin of a thread-rank class: one process, every rank simulated, its group the fake one
-        self.assertIn("THREADOPS rank_type=SymInt world=4 backend=fake", self.r.output, self.r.describe())
+        # the twin of a thread-rank class: one process, every rank simulated, its group the fake one (skipped on
+        # torch 2.11, which crashes there: the fixture says why)
+        if not torch.__version__.startswith("2.11."):
+            self.assertIn("THREADOPS rank_type=SymInt world=4 backend=fake", self.r.output, self.r.describe())
 
     def test_dynamo_group_on_the_tests_rendezvous(self):
         self.assertEqual({(row["_rank"], row["got"], row["size"]) for row in self.r.rank_lines("DYNAMO")},
