@@ -8,7 +8,9 @@ same machine, one file at a time:
 * **port**: a copy whose imports ``python -m harness.port`` rewrote, with the distharness plugin.
 
 Then it prints one line per file (passed / failed / skipped and seconds, both ways) and, test by test, every
-test the port fails where upstream passed or skipped: the files where the port is **worse**. The exit code
+test the port fails where upstream passed or skipped: the files where the port is **worse**; and every test the
+port skips where upstream passed, with the port's reason (upstream passes a test whose world has 0 ranks, a class
+that sizes its world by the GPUs on a machine without them, without running it). The exit code
 is 1 when any file is worse, 0 otherwise. JUnit XML of both runs and a JSON summary go to ``--out``.
 
     python tools/compare_upstream.py upstream_samples/             # every test_*.py under it
@@ -38,6 +40,7 @@ PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 class Side:
     """One file's run under one harness: each test's outcome, by its JUnit id, and the run's seconds."""
     outcomes: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)  # each skipped test's reason
     seconds: float = 0.0
     note: str = ""  # why there are no outcomes (timed out, did not collect)
 
@@ -48,16 +51,19 @@ class Side:
         return f"{values.count(PASSED)}/{values.count(FAILED)}/{values.count(SKIPPED)}"
 
 
-def _outcomes(xml_path: str) -> dict[str, str]:
+def _outcomes(xml_path: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Each test's outcome, and each skipped test's reason, by ``Class.test``."""
     if not os.path.exists(xml_path):
-        return {}
-    found = {}
+        return {}, {}
+    found, reasons = {}, {}
     for case in ET.parse(xml_path).getroot().iter("testcase"):
         name = f"{case.get('classname', '')}.{case.get('name', '')}".rsplit(".", 2)
         key = ".".join(name[-2:])  # Class.test: the module part differs between the two copies' paths
         tags = {child.tag for child in case}
         found[key] = FAILED if tags & {"failure", "error"} else SKIPPED if "skipped" in tags else PASSED
-    return found
+        if found[key] == SKIPPED:
+            reasons[key] = next((c.get("message") or "" for c in case if c.tag == "skipped"), "")
+    return found, reasons
 
 
 def _pytest(path: str, xml_path: str, plugin: bool, limit: float, env: dict[str, str]) -> Side:
@@ -73,7 +79,7 @@ def _pytest(path: str, xml_path: str, plugin: bool, limit: float, env: dict[str,
             (proc.stdout + proc.stderr).strip().splitlines() or [""])[-1][:160]
     except subprocess.TimeoutExpired:
         note = f"timed out after {limit:.0f} s"
-    return Side(_outcomes(xml_path), time.monotonic() - start, note)
+    return Side(*_outcomes(xml_path), time.monotonic() - start, note)
 
 
 def _port(path: str) -> str:
@@ -117,6 +123,9 @@ def compare(folder: str, out: str, limit: float) -> int:
                   f"{verdict}{speed}", flush=True)
             for test in worse:
                 print(f"    port fails, upstream {up.outcomes.get(test, 'did not run it')}: {test}")
+            for test in sorted(t for t, o in port.outcomes.items() if o == SKIPPED and up.outcomes.get(t) == PASSED):
+                # not worse by the rule, but a pass less: the reason says whether upstream's pass ran anything
+                print(f"    port skips, upstream passed: {test}: {port.reasons.get(test, '')[:160]}")
             if kept:
                 print(f"    the port kept: {kept}")
             rows.append({"file": rel, "upstream": asdict(up), "port": asdict(port), "worse": worse, "kept": kept})
