@@ -21,7 +21,7 @@ from harness.inprocess.threaded_classes import DTensorOpTestBase, MultiThreadedT
 from harness.models import (Attention, ExpertLayer, Experts, FeedForward, MLPModule, MLPStacked, ModelArgs, RMSNormPython, Transformer,
                             TransformerBlock)
 from harness.testing.decorators import skip_if_lt_x_gpu, with_comms
-from harness.testing.local_ranks import map_local_for_rank
+from harness.testing.local_ranks import map_local_for_rank, map_local_tensor_for_rank
 from harness.testing.requirements import (get_required_world_size, requires_accelerator_dist_backend, requires_gloo,
                                           requires_nccl, requires_world_size, skip_if_odd_worldsize,
                                           skip_if_rocm_multiprocess, skip_if_small_worldsize, skip_if_win32,
@@ -67,11 +67,6 @@ def _get_device_type(world_size: int) -> str:
     """The device a ``world_size``-rank DTensor test runs on (torch 2.15's helper): the accelerator's type where it
     has a device for every rank, else ``"cpu"``."""
     return DEVICE_TYPE if _FOUND is not None and DEVICE_COUNT >= world_size else "cpu"
-
-
-def map_local_tensor_for_rank(tensor: Any, rank: Any, func: Any) -> Any:
-    """``func(tensor, rank)``: under local tensors each simulated rank's piece is handed its own rank."""
-    return func(tensor, rank)
 
 
 class LocalDTensorOpTestBase(LocalDTensorTestBase):
