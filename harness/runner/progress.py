@@ -5,9 +5,9 @@ Only tests that run in the runner process itself can take it down: thread ranks,
 (local tensors), and tests without ranks; a rank that dies is its test's failure (harness.parent.pool)."""
 from __future__ import annotations
 
-import re
+from typing import Any
 
-__all__ = ["keep_progress", "test_started", "lost_runner"]
+__all__ = ["keep_progress", "keeping", "test_started", "lost_runner"]
 
 #: in a runner process: the file in which it keeps the test it runs (None: it keeps none)
 _PATH: dict[str, str | None] = {"path": None}
@@ -18,15 +18,17 @@ def keep_progress(path: str | None) -> None:
     _PATH["path"] = path
 
 
-def test_started(started: int, total: int, done: str, test_id: str) -> None:
+def keeping() -> bool:
+    """Whether this process keeps its progress (a runner process of the thin parent's)."""
+    return _PATH["path"] is not None
+
+
+def test_started(started: int, total: int, done: Any, test_id: str) -> None:
     """Test number ``started`` of ``total``, ``test_id``, begins; ``done``: the counts of the tests before it
-    ("2 passed, 1 failed, 0 skipped"). Written over the last, if this process keeps its progress."""
-    path = _PATH["path"]
-    if path is None:
-        return
+    (harness.runner.results.Counts). Written over the last; only where :func:`keeping`."""
     try:
-        with open(path, "w") as f:
-            f.write(f"{started}\t{total}\t{done}\t{test_id}\n")
+        with open(_PATH["path"] or "", "w") as f:
+            f.write(f"{started}\t{total}\t{done.passed}\t{done.failed}\t{done.skipped}\t{test_id}\n")
     except OSError:
         pass
 
@@ -44,12 +46,13 @@ def lost_runner(how: str, progress: str | None) -> tuple[str, str]:
     head = f"harness: the runner process ended ({how}) without reporting"
     try:
         with open(progress or "") as f:
-            started, total, done, test_id = f.read().rstrip("\n").split("\t", 3)
-        left = int(total) - int(started)
-    except (OSError, ValueError):
+            fields = f.read().rstrip("\n").split("\t", 5)
+        started, total, passed, failed, skipped = (int(n) for n in fields[:5])
+        test_id = fields[5]
+    except (OSError, ValueError, IndexError):
         return head, "0 passed, 0 failed, 0 skipped"
-    m = re.fullmatch(r"(\d+) passed, (\d+) failed, (\d+) skipped", done)
-    counts = f"{m[1]} passed, {int(m[2]) + 1} failed, {m[3]} skipped" if m else done
+    left = total - started
+    counts = f"{passed} passed, {failed + 1} failed, {skipped} skipped"
     words = (f"{head}, in {test_id} (test {started} of {total}). That test ran in the runner process itself (thread "
              "ranks, ranks simulated in one process, or no ranks), and what ended the process ended the run: its "
              "Python stack, if it crashed, is above (faulthandler). The tests before it are reported above"

@@ -8,6 +8,7 @@ import unittest
 from typing import Any, Protocol, Sequence
 
 from harness.judging.notes import short_id
+from harness.runner.progress import keeping, test_started
 from harness.runner.selection import is_load_failure, module_of
 from harness.runner.sharding import class_unit
 from harness.shared import pytest_outcomes
@@ -256,9 +257,8 @@ class RunnerResult(unittest.TestResult):
         if unit != self._last_class:  # a class's first test: what is left of the time since the last test is its own
             self._charge(unit, self._t0)
         self._last_class = unit
-        from harness.runner.progress import test_started
-
-        test_started(self.started, getattr(self.listener, "total", 0), str(counts(self.entries)), test_id)
+        if keeping():  # a runner process of the thin parent's: what it runs, should it die (harness.runner.progress)
+            test_started(self.started, getattr(self.listener, "total", 0), counts(self.entries), test_id)
         super().startTest(test)
 
     def _entry_for(self, test: Any, outside: Status = Status.ERROR) -> Entry:
