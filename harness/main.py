@@ -21,8 +21,10 @@ def run_tests(argv: list[str] | None = None) -> None:
             run_tests()
     """
     from harness.shared import launcher
+    from harness.parent.pool import install_sigterm_handler
     from harness.parent.run import Run
 
+    install_sigterm_handler()  # SIGTERM unwinds like Ctrl-C, in a test on ranks or in this process alike
     run = Run()
     run.warm()
     if not launcher.launched():

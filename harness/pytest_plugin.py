@@ -26,6 +26,7 @@ from typing import Any, Generator
 
 import pytest
 
+from harness.inprocess import watchdog
 from harness.parent import relay
 from harness.shared.config import settings
 from harness.shared.errors import RankError, RankFailure
@@ -36,6 +37,7 @@ __all__ = ["RankReport", "lend_run", "record_of"]
 
 _RUN = pytest.StashKey[Run]()
 _LENT = pytest.StashKey[bool]()
+_STDERR = pytest.StashKey[int]()  # a copy of the real stderr, for the watchdog (harness.inprocess.watchdog)
 _RECORD = pytest.StashKey[Any]()
 _UPSTREAM = pytest.StashKey[Any]()
 
@@ -86,6 +88,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # No template is started here: the plugin is loaded for every pytest run where distharness is installed.
     # A harness test class starts it when its module is imported (harness.classes.case), during collection.
     _run(config)
+    try:  # the watchdog of the tests whose ranks live in this process writes to the real stderr, not a capture
+        config.stash[_STDERR] = os.dup(2)
+        watchdog.keep_stderr(config.stash[_STDERR])
+    except OSError:
+        pass
 
 
 def lend_run(config: pytest.Config, run: Run) -> None:
@@ -101,6 +108,10 @@ def record_of(item: pytest.Item) -> Any:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    fd = config.stash.get(_STDERR, None)
+    if fd is not None:
+        watchdog.keep_stderr(None)
+        os.close(fd)
     run = config.stash.get(_RUN, None)
     if run is not None and not config.stash.get(_LENT, False):
         run.close()

@@ -30,10 +30,11 @@ import unittest
 from typing import Any, Callable, Iterable, Iterator
 
 from harness.classes.case import DTensorTestBase, MultiProcessTestCase, _pin_world_size
-from harness.parent import drawn
+from harness.parent import drawn, template
 from harness.shared.errors import UsageError
 from harness.judging.fallback import TRIED_ON_CPU
 from harness.parent.run import Run, run_for
+from harness.inprocess import watchdog
 
 __all__ = ["LOCAL", "LocalDTensorTestBase", "create_local_tensor_test_class", "local_reason"]
 
@@ -193,7 +194,8 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
     try:
         gpus_asked = gpus_needed(type(test), fn)
         world_size, world_note = world_size_for(test, test_id, gpus_asked)
-    except UsageError as exc:  # a world size that cannot be: the test's error, as on ranks
+        limit = conf.timeout_for(getattr(test, "timeout", None), test_id)
+    except UsageError as exc:  # a world size or a timeout that cannot be: the test's error, as on ranks
         return _run_failing(test, result, exc)
     device_type = _device_type(world_size, conf.device)
     # On CPU for want of a GPU per simulated rank (not because CPU was asked for): as on the harness's ranks, an
@@ -247,7 +249,8 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
     snapshot = None
     with _test_files(marks["temp_dir"]) as (temp_dir, file_name), _instead(test, name, body), \
             _instead(result, "addSkip", add_skip), _recorded(result, notes, started, make_record), \
-            drawn.refused(fn, test_id, "local-tensor classes (every rank simulated in this process)"):
+            drawn.refused(fn, test_id, "local-tensor classes (every rank simulated in this process)"), \
+            watchdog.bounded(limit):
         test.temp_dir, test.file_name = temp_dir, file_name
         test._harness_device_type = device_type
         test._harness_local_guard = guard
@@ -377,18 +380,19 @@ def _fake_group(test: LocalDTensorTestBase, wanted: bool, world_size: int) -> It
 
 @contextlib.contextmanager
 def _test_files(temp_dir: bool) -> Iterator[tuple[str | None, str]]:
-    """A FileStore path (``self.file_name``) and, for ``@with_temp_dir``, a directory; both removed after."""
-    fd, file_name = tempfile.mkstemp(prefix="harness-local-")
-    os.close(fd)
-    directory = tempfile.mkdtemp(prefix="harness-local-dir-") if temp_dir else None
+    """A FileStore path (``self.file_name``) and, for ``@with_temp_dir``, a directory; both removed after. They are
+    in one folder named to the template first (harness.parent.template.owned_dir), which removes it should this
+    process end without a word (killed, or ended by the watchdog: harness.inprocess.watchdog)."""
+    folder = template.owned_dir("harness-local-")
+    file_name = os.path.join(folder, "store")
+    open(file_name, "w").close()
+    directory = os.path.join(folder, "temp") if temp_dir else None
+    if directory is not None:
+        os.mkdir(directory, 0o700)
     try:
         yield directory, file_name
     finally:
-        for path in (file_name, file_name + ".rpc"):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _reset_seeds(seed: int) -> None:

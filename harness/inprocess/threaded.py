@@ -29,6 +29,7 @@ from harness.shared import pytest_outcomes
 from harness.shared.outcome import (ERROR, FAILED, PASSED, SKIPPED, TIMEOUT, XFAIL, RankResult, capture_exception,
                                     type_names)
 from harness.parent.run import Run, run_for
+from harness.inprocess import watchdog
 
 __all__ = ["THREADS", "run_threaded", "spawn_threads", "spawn_threads_and_init_comms", "threads_reason"]
 
@@ -312,6 +313,7 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
         result = test.defaultTestResult()
     try:
         world_size, world_note = world_size_for(test, test_id, gpus_needed(type(test), fn))
+        limit = conf.timeout_for(getattr(test, "timeout", None), test_id)
     except UsageError as exc:
         return local._run_failing(test, result, exc)
     device_type = _device_type(world_size, conf.device)
@@ -330,7 +332,8 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
     cls_before = test.__class__
     with local._test_files(markers(fn)["temp_dir"]) as (temp_dir, file_name), local._instead(test, name, body), \
             local._recorded(result, notes, started, make_record), \
-            drawn.refused(fn, test_id, "threaded classes (every rank a thread, started in setUp)"):
+            drawn.refused(fn, test_id, "threaded classes (every rank a thread, started in setUp)"), \
+            watchdog.bounded(limit):
         test.temp_dir, test.file_name = temp_dir, file_name
         test._harness_device_type = device_type
         test._harness_gpus_asked = gpus_asked
@@ -402,7 +405,8 @@ def spawn_threads_and_init_comms(func: Any = None, timeout: float | None = None,
         from harness.shared.config import settings
 
         limit = float(timeout) if timeout is not None else settings().timeout_for(None, self.id())
-        outcomes = _run_thread_ranks(lambda: func(self, *args, **kwargs), world_size, limit, self.id())
+        with watchdog.bounded(limit):
+            outcomes = _run_thread_ranks(lambda: func(self, *args, **kwargs), world_size, limit, self.id())
         _raise_first(outcomes, world_size, self.id())
 
     return threads_test

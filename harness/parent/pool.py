@@ -103,10 +103,18 @@ def _multiprocessing_exit() -> None:
         pass
 
 
+#: seconds within which a second SIGTERM is the first one again, by another path: ``timeout`` sends it to the
+#: process and to its process group, and a runner process gets it from the group and from its client
+SAME_SIGTERM_S = 2.0
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
-    if getattr(_on_sigterm, "fired", False):
-        _exit_terminated()  # a second SIGTERM while unwinding: clean up and go now
-    _on_sigterm.fired = True  # type: ignore[attr-defined]
+    fired = getattr(_on_sigterm, "fired", None)
+    if fired is not None:
+        if time.monotonic() - fired < SAME_SIGTERM_S:
+            return  # the same SIGTERM, by its other path
+        _exit_terminated()  # a second SIGTERM while unwinding: clean up and go now, without the report
+    _on_sigterm.fired = time.monotonic()  # type: ignore[attr-defined]
     # Runs at exit before any earlier-registered hook (atexit is last-in first-out): the pools are
     # stopped and removed (the tests' temp dirs and stores live inside them), then exit 143.
     atexit.register(_exit_terminated)

@@ -41,7 +41,7 @@ import time
 from typing import Any
 
 __all__ = ["PRELOAD", "BY_REQUEST", "RankStart", "context", "warm", "tell", "stop", "broken", "note", "unavailable",
-           "adopt", "owned_dir"]
+           "adopt", "owned_dir", "remove_owned"]
 
 #: what the template imports once, for every rank it forks (a module it cannot import is left to the rank).
 #: DTensor is here for every test, not only DTensor tests: torch.testing.assert_close (assertEqual) imports
@@ -266,6 +266,19 @@ def owned_dir(prefix: str) -> str:
         except FileExistsError:
             continue
     return tempfile.mkdtemp(prefix=prefix)
+
+
+def remove_owned() -> None:
+    """In the run's process, once the runner process it started has ended, however it ended (a crash, the watchdog,
+    SIGKILL): remove the folders named by :func:`owned_dir` that it left (the ones it removed itself are gone)."""
+    run_dir = _state["run_dir"]
+    try:
+        with open(os.path.join(run_dir or "", _OWNED)) as f:
+            owned = f.read().splitlines()
+    except OSError:
+        return
+    for path in owned:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _await_list() -> None:

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.runner.progress import keep_progress, lost_runner
+from harness.runner.progress import keep_progress, lost_runner, stuck_runner
 from harness.runner.session import Options, Ran
 from harness.shared.processes import gone
 
@@ -41,6 +41,12 @@ __all__ = ["why_not_forked", "run_forked", "start_runner", "Runner", "runner_mai
 
 #: the signal by which the parent (or the server) tells its runner process that the user pressed Ctrl-C
 INTERRUPT = signal.SIGUSR2
+
+#: the signal by which the thin parent has a runner process that does not end write every thread's stack
+STACKS = signal.SIGUSR1
+
+#: seconds a runner process gets to end after Ctrl-C or SIGTERM was passed on before it is stopped
+STOP_GRACE_S = 10.0
 
 #: a run's own temporary folder (multiprocessing's, where the template's socket is): named after the pid
 #: of the process that made it, so that a later run removes it when that process was killed (SIGKILL)
@@ -164,6 +170,14 @@ class Runner:
         """The user pressed Ctrl-C: the runner process stops as a runner does (its tests marked interrupted)."""
         self.signal(INTERRUPT)
 
+    def stop(self) -> None:
+        """Stop a runner process that does not end: every thread's Python stack to stderr (:data:`STACKS`, which
+        needs no GIL), then SIGKILL (its ranks and the template see it gone and end too)."""
+        self.signal(STACKS)
+        self.proc.join(2.0)
+        self.signal(signal.SIGKILL)
+        self.proc.join(5.0)
+
     def signal(self, signum: int) -> None:
         try:
             if self.proc.pid and self.proc.exitcode is None:
@@ -215,15 +229,19 @@ def run_forked(options: Options) -> Any:
         return None
     progress = os.path.join(own_temp_dir(), "runner-progress")
     runner = start_runner(options, os.getpid(), progress=progress)
-    message, interrupted = _await_result(runner)
+    message, interrupted, stopped = _await_result(runner)
     runner.proc.join(30)
+    template.remove_owned()
     template.stop()
     from harness.shared.status import ExitCode
 
     if message is None:
+        if stopped:
+            print(stuck_runner("SIGTERM" if interrupted == "terminated" else "Ctrl-C", STOP_GRACE_S, progress),
+                  file=sys.stderr)
         if interrupted:
             return ExitCode.TERMINATED if interrupted == "terminated" else ExitCode.INTERRUPTED
-        words, counts = lost_runner(_describe(runner.proc.exitcode), progress)
+        words, counts = lost_runner(_describe(runner.proc.exitcode), progress, runner.proc.exitcode)
         print(words, file=sys.stderr)
         print(counts)
         return ExitCode.FAILED
@@ -244,37 +262,44 @@ def _describe(code: int | None) -> str:
     return describe_exit(code) if code is not None else "did not end"
 
 
-def _await_result(runner: Runner) -> tuple[Any, str]:
+def _await_result(runner: Runner) -> tuple[Any, str, bool]:
     """Wait for the runner process's result, passing Ctrl-C and SIGTERM on; (its message or None, "",
-    "interrupted" or "terminated")."""
+    "interrupted" or "terminated", whether it had to be stopped). A runner process that has not ended
+    :data:`STOP_GRACE_S` after the signal was passed on, or at a second Ctrl-C, is stopped: its stacks
+    (:data:`STACKS`), then SIGKILL. Its Python handlers cannot run while a thread holds the GIL; this process's can."""
     import multiprocessing.connection
 
-    state = {"interrupted": ""}
+    state: dict[str, Any] = {"interrupted": "", "since": None, "now": False}
 
     def on_int(signum: int, frame: Any) -> None:
         if not state["interrupted"]:
-            state["interrupted"] = "interrupted"
+            state["interrupted"], state["since"] = "interrupted", time.monotonic()
             runner.interrupt()
+        else:
+            state["now"] = True  # a second Ctrl-C: stop it now
 
     def on_term(signum: int, frame: Any) -> None:
         if state["interrupted"] != "terminated":
-            state["interrupted"] = "terminated"
+            state["interrupted"], state["since"] = "terminated", time.monotonic()
             runner.signal(signal.SIGTERM)
 
     old = (signal.signal(signal.SIGINT, on_int), signal.signal(signal.SIGTERM, on_term))
     try:
         while True:
-            try:
-                ready = multiprocessing.connection.wait([runner.conn, runner.proc.sentinel])
+            try:  # (a signal handler that returns does not end a wait: it is retried, hence the short one)
+                ready = multiprocessing.connection.wait([runner.conn, runner.proc.sentinel], timeout=0.5)
             except InterruptedError:
                 continue
             if runner.conn in ready:
                 try:
-                    return runner.conn.recv(), state["interrupted"]
+                    return runner.conn.recv(), state["interrupted"], False
                 except (EOFError, OSError):
-                    return None, state["interrupted"]
+                    return None, state["interrupted"], False
             if runner.proc.sentinel in ready:
-                return None, state["interrupted"]
+                return None, state["interrupted"], False
+            if state["now"] or (state["since"] is not None and time.monotonic() - state["since"] > STOP_GRACE_S):
+                runner.stop()
+                return None, state["interrupted"], True
     finally:
         signal.signal(signal.SIGINT, old[0])
         signal.signal(signal.SIGTERM, old[1])
@@ -285,30 +310,6 @@ def _await_result(runner: Runner) -> tuple[Any, str]:
 
 def _on_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
-
-
-#: seconds within which a second SIGTERM is the first one again, by its other path (see :func:`_once`)
-_SAME_SIGTERM_S = 2.0
-
-
-def _once(handler: Any) -> Any:
-    """``handler`` for SIGTERM, taking a second SIGTERM within :data:`_SAME_SIGTERM_S` as the first one again:
-    SIGTERM to the process group reaches a runner process twice, from the group and passed on by its client,
-    and a second SIGTERM while it unwinds means "go now", without the report of the test it stopped."""
-    state: dict[str, float] = {}
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        now = time.monotonic()
-        if "at" in state and now - state["at"] < _SAME_SIGTERM_S:
-            return
-        state["at"] = now
-        if callable(handler):
-            handler(signum, frame)
-        else:  # no handler of Python's: the signal's own action
-            signal.signal(signal.SIGTERM, handler)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return on_sigterm
 
 
 def _ignore_ctrl_c(signum: int, frame: Any) -> None:
@@ -341,8 +342,7 @@ def become_runner(start: Any, client_pid: int, cwd: str | None = None) -> None:
     signal.siginterrupt(signal.SIGINT, False)
     signal.signal(INTERRUPT, _on_interrupt)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the template ignores it; a runner unwinds on it
-    install_sigterm_handler()
-    signal.signal(signal.SIGTERM, _once(signal.getsignal(signal.SIGTERM)))
+    install_sigterm_handler()  # (a second SIGTERM at once, from the group and from the client, is the same one)
     template.adopt()
     threading.Thread(target=_watch_client, args=(client_pid,), daemon=True, name="harness-watch-client").start()
 
@@ -356,6 +356,7 @@ def runner_main(conn: Any, job: Any, start: Any, client_pid: int, cwd: str | Non
     become_runner(start, client_pid, cwd)
     keep_progress(progress)
     faulthandler.enable(file=sys.stderr, all_threads=True)
+    faulthandler.register(STACKS, file=sys.stderr, all_threads=True)  # asked by the thin parent (Runner.stop)
     try:
         if hasattr(job, "run_in"):  # a watch round (harness.runner.watch.Round) or a server's job
             message = job.run_in(conn)

@@ -325,8 +325,10 @@ def run_tests_here(plan: Plan, console: Console, run: Any = None) -> Ran:
         entries, notes, ran, interrupted = outcome.entries, outcome.notes, outcome.started, outcome.interrupted
         class_seconds = outcome.class_seconds
     else:
+        from harness.parent.pool import install_sigterm_handler
         from harness.parent.run import Run
 
+        install_sigterm_handler()  # a test in this process (thread ranks) is reported terminated, as one on ranks
         run = run or Run(plan.settings, options.hypothesis_profile)
         result = RunnerResult(console, buffer=options.buffer, failfast=options.failfast, keep_output=options.verbose,
                               run=run)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.runner.progress import stuck_runner
 from harness.runner.session import Options
 from harness.shared import pytest_outcomes
 
@@ -278,9 +279,11 @@ def watch(options: Options) -> int:
             seen = {f: _mtime(f) for f in (files | held)}
             tests_now = _test_files(options)
             runner.conn.send(go)
-            message, interrupted = forked._await_result(runner)
+            message, interrupted, stopped = forked._await_result(runner)
             runner.proc.join(30)
             if message is None:
+                if stopped:
+                    print(stuck_runner("SIGTERM" if interrupted == "terminated" else "Ctrl-C", forked.STOP_GRACE_S, None), file=sys.stderr)
                 if interrupted:
                     return ExitCode.INTERRUPTED
                 print(f"watch: the round's runner process ended ({forked._describe(runner.proc.exitcode)}) without "
