@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import signal
 import sys
 import time
 import unittest
@@ -346,6 +347,10 @@ def run_tests_here(plan: Plan, console: Console, run: Any = None) -> Ran:
             interrupted = interrupt_reason(exc)
             result.stop_interrupted()
         finally:
+            if options.job_of is not None:
+                # a -j worker: the terminal's Ctrl-C reaches it too, after its tests as well as during one; once they
+                # ran (or one was interrupted) its report goes back whole, and the parent decides (harness.runner.jobs)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
             result.stopTestRun()
             notes = _after_the_tests(plan, run)
         entries, ran, class_seconds = result.entries, result.started, dict(result.class_seconds)
