@@ -47,7 +47,7 @@ class _RunnerOnly:
 
 globals().update(under_each_front_end(MOD, _Checks, {THE_RUNNER: _RunnerOnly, PYTEST: (), RUN_TESTS: (),
                                                       UNITTEST: ()},
-                                      env={"HARNESS_TIMEOUT": "2"}, nightly_only=(RUN_TESTS, UNITTEST)))
+                                      env={"HARNESS_TIMEOUT": "2"}, nightly_only=(PYTEST, RUN_TESTS, UNITTEST)))
 
 
 class TestSigtermWhileTheGilIsHeld(unittest.TestCase):
