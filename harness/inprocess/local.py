@@ -250,7 +250,7 @@ def _run_local(test: LocalDTensorTestBase, run: Run, result: unittest.TestResult
     with _test_files(marks["temp_dir"]) as (temp_dir, file_name), _instead(test, name, body), \
             _instead(result, "addSkip", add_skip), _recorded(result, notes, started, make_record), \
             drawn.refused(fn, test_id, "local-tensor classes (every rank simulated in this process)"), \
-            watchdog.bounded(limit):
+            watchdog.bounded(limit, "local"):
         test.temp_dir, test.file_name = temp_dir, file_name
         test._harness_device_type = device_type
         test._harness_local_guard = guard

@@ -333,7 +333,7 @@ def run_threaded(test: Any, result: unittest.TestResult | None) -> Any:
     with local._test_files(markers(fn)["temp_dir"]) as (temp_dir, file_name), local._instead(test, name, body), \
             local._recorded(result, notes, started, make_record), \
             drawn.refused(fn, test_id, "threaded classes (every rank a thread, started in setUp)"), \
-            watchdog.bounded(limit):
+            watchdog.bounded(limit, "threads"):
         test.temp_dir, test.file_name = temp_dir, file_name
         test._harness_device_type = device_type
         test._harness_gpus_asked = gpus_asked
@@ -405,7 +405,7 @@ def spawn_threads_and_init_comms(func: Any = None, timeout: float | None = None,
         from harness.shared.config import settings
 
         limit = float(timeout) if timeout is not None else settings().timeout_for(None, self.id())
-        with watchdog.bounded(limit):
+        with watchdog.bounded(limit, "threads"):
             outcomes = _run_thread_ranks(lambda: func(self, *args, **kwargs), world_size, limit, self.id())
         _raise_first(outcomes, world_size, self.id())
 

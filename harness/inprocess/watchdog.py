@@ -37,7 +37,7 @@ def margin(limit: float) -> float:
 
 #: the stderr the watchdog writes to (the pytest plugin keeps the real one before pytest captures fd 2)
 _STDERR: dict[str, int | None] = {"fd": None}
-#: called with (limit, seconds, since) when the watchdog is armed for a test, with None when it is called off
+#: called with (limit, seconds, since, kind) when the watchdog is armed for a test, with None when it is called off
 _LISTENERS: list[Callable[[Any], None]] = []
 #: whether a test in this process holds the watchdog now (a nested bound leaves the outer one)
 _ARMED: dict[str, bool] = {"on": False}
@@ -50,8 +50,8 @@ def keep_stderr(fd: int | None) -> None:
 
 
 def listen(callback: Callable[[Any], None]) -> None:
-    """Call ``callback((limit, seconds, since))`` when a test arms the watchdog for ``seconds`` (its ``limit`` and
-    the :func:`margin`; ``since``: ``time.time()``), and
+    """Call ``callback((limit, seconds, since, kind))`` when a test arms the watchdog for ``seconds`` (its ``limit``
+    and the :func:`margin`; ``since``: ``time.time()``; ``kind``: :func:`bounded`'s), and
     ``callback(None)`` when it ends in time. Each callback is kept once."""
     if callback not in _LISTENERS:
         _LISTENERS.append(callback)
@@ -78,13 +78,15 @@ def _stderr_fd() -> int | None:
 
 
 @contextlib.contextmanager
-def bounded(limit: float) -> Iterator[None]:
+def bounded(limit: float, kind: str) -> Iterator[None]:
     """Within this block, a test that holds the process ``limit`` + :func:`margin` seconds ends it, with every
-    thread's stack on stderr. A block inside another keeps the outer one's bound.
+    thread's stack on stderr. ``kind``: ``"threads"`` (thread ranks, which keep a timeout of their own) or
+    ``"local"`` (simulated ranks in the test's own thread: the watchdog is their only bound). A block inside
+    another keeps the outer one's bound.
 
     Example::
 
-        with watchdog.bounded(settings().timeout_for(None, test_id)):
+        with watchdog.bounded(settings().timeout_for(None, test_id), "threads"):
             run_the_thread_ranks()
     """
     fd = _stderr_fd()
@@ -94,7 +96,7 @@ def bounded(limit: float) -> Iterator[None]:
     seconds = limit + margin(limit)
     faulthandler.dump_traceback_later(seconds, exit=True, file=fd)
     _ARMED["on"] = True
-    _tell((limit, seconds, time.time()))
+    _tell((limit, seconds, time.time(), kind))
     try:
         yield
     finally:

@@ -36,7 +36,7 @@ def _write() -> None:
 
 
 def _watchdog(state: Any) -> None:
-    """The watchdog's bound on the running test: ``(limit, seconds, since)``, or None once it ended in time."""
+    """The watchdog's bound on the running test: ``(limit, seconds, since, kind)``, or None once it ended in time."""
     _PATH["watchdog"] = state
     if _PATH["path"] is not None:
         _write()
@@ -54,7 +54,7 @@ def test_started(started: int, total: int, done: Any, test_id: str) -> None:
     _write()
 
 
-def _read(progress: str | None) -> tuple[int, int, int, int, int, str, tuple[float, float, float] | None] | None:
+def _read(progress: str | None) -> tuple[int, int, int, int, int, str, tuple[float, float, float, str] | None] | None:
     """The progress file's fields: started, total, passed, failed, skipped, test id, the watchdog's bound."""
     try:
         with open(progress or "") as f:
@@ -63,8 +63,8 @@ def _read(progress: str | None) -> tuple[int, int, int, int, int, str, tuple[flo
         started, total, passed, failed, skipped = (int(n) for n in fields[:5])
         bound = None
         if len(lines) > 1 and lines[1].startswith("watchdog\t"):
-            limit, seconds, since = (float(n) for n in lines[1].split("\t")[1:4])
-            bound = (limit, seconds, since)
+            kept = lines[1].split("\t")
+            bound = (float(kept[1]), float(kept[2]), float(kept[3]), kept[4])
         return started, total, passed, failed, skipped, fields[5], bound
     except (OSError, ValueError, IndexError):
         return None
@@ -87,10 +87,12 @@ def lost_runner(how: str, progress: str | None, exitcode: int | None = None) -> 
         return head, "0 passed, 0 failed, 0 skipped"
     started, total, passed, failed, skipped, test_id, bound = read
     if exitcode == 1 and bound is not None and time.time() >= bound[2] + bound[1] - 1.0:
-        why = (f"The test held the process past its time limit ({bound[0]:g} s) and {bound[1] - bound[0]:g} s "
-               "more, and its own timeout did not stop it: a thread that holds the GIL and "
-               "never lets it go (a deadlock in C or C++ code) stops every Python thread. The watchdog "
-               "(faulthandler) wrote every thread's Python stack above and ended the process.")
+        past = f"The test held the process past its time limit ({bound[0]:g} s) and {bound[1] - bound[0]:g} s more"
+        why = (past + (", and its own timeout did not stop it: a thread that holds the GIL and never lets it go (a "
+                       "deadlock in C or C++ code) stops every Python thread." if bound[3] == "threads" else
+                       ": its simulated ranks run in the test's own thread, where only the watchdog can stop them "
+                       "(raise the class's timeout or HARNESS_TIMEOUT if it needs longer).")
+               + " The watchdog (faulthandler) wrote every thread's Python stack above and ended the process.")
     else:
         why = ("That test ran in the runner process itself (thread ranks, ranks simulated in one process, or no "
                "ranks), and what ended the process ended the run: its Python stack, if it crashed, is above "
