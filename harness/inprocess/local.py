@@ -23,7 +23,6 @@ import functools
 import os
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 import unittest

@@ -35,6 +35,7 @@ def margin(limit: float) -> float:
     """
     return 10.0 + limit / 10.0
 
+
 #: the stderr the watchdog writes to (the pytest plugin keeps the real one before pytest captures fd 2)
 _STDERR: dict[str, int | None] = {"fd": None}
 #: called with (limit, seconds, since, kind) when the watchdog is armed for a test, with None when it is called off

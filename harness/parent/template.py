@@ -271,7 +271,11 @@ def owned_dir(prefix: str) -> str:
 def remove_owned() -> None:
     """In the run's process, once the runner process it started has ended, however it ended (a crash, the watchdog,
     SIGKILL): remove the folders named by :func:`owned_dir` that it left (the ones it removed itself are gone)."""
-    run_dir = _state["run_dir"]
+    _remove_owned_of(_state["run_dir"])
+
+
+def _remove_owned_of(run_dir: str | None) -> None:
+    """Remove the folders listed in ``run_dir`` by :func:`owned_dir` (those still there)."""
     try:
         with open(os.path.join(run_dir or "", _OWNED)) as f:
             owned = f.read().splitlines()
@@ -449,13 +453,8 @@ def _exit_now() -> None:
     run removes its own)."""
     if os.getpid() == _TEMPLATE_PID:
         if _RUN and not _alive(_RUN["pid"]):
-            try:
-                with open(os.path.join(_RUN["dir"], _OWNED)) as f:
-                    owned = f.read().splitlines()
-            except OSError:
-                owned = []
-            for path in [*owned, _RUN["dir"]]:
-                shutil.rmtree(path, ignore_errors=True)
+            _remove_owned_of(_RUN["dir"])
+            shutil.rmtree(_RUN["dir"], ignore_errors=True)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
