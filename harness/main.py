@@ -80,7 +80,35 @@ class _Result(unittest.TextTestResult):
     def startTest(self, test: unittest.TestCase) -> None:
         self.harness_run.notes.test_class_seen(test)
         self.harness_test, self.harness_seen = test, False
+        self._harness_before = (len(self.failures), len(self.errors), len(self.skipped))
         super().startTest(test)
+
+    def stopTest(self, test: unittest.TestCase) -> None:
+        super().stopTest(test)
+        from harness.runner.results import uses_ranks
+
+        if self.harness_seen and not uses_ranks(test):
+            self._add_elsewhere(test)
+
+    def _add_elsewhere(self, test: unittest.TestCase) -> None:
+        """Under torchrun: the test ran in every launched process; where it failed in another, it failed here
+        too (harness.parent.run.Run.elsewhere), reported with that rank's text."""
+        from harness.shared.status import Status
+
+        failures, errors, skipped = self._harness_before
+        if len(self.errors) > errors:
+            own, text = Status.ERROR, self.errors[-1][1]
+        elif len(self.failures) > failures:
+            own, text = Status.FAILED, self.failures[-1][1]
+        else:
+            own, text = (Status.SKIPPED, "") if len(self.skipped) > skipped else (Status.PASSED, "")
+        for status, title, said in self.harness_run.elsewhere(test, own, text):
+            (self.errors if status == Status.ERROR else self.failures).append((test, said))
+            if self.showAll:
+                self.stream.writeln(f"  {title}: {status}")
+                self.stream.flush()
+            if self.failfast:
+                self.stop()
 
     def addSuccess(self, test: unittest.TestCase) -> None:
         self.harness_seen = True

@@ -53,6 +53,37 @@ class TorchrunCase(unittest.TestCase):
         self.assertEqual(_leftovers(self.tmpdir), [])
 
 
+class TestPlainTestsUnderTorchrun(TorchrunCase):
+    """``python -m harness`` under torchrun: a plain TestCase runs in every launched process; rank 0 reports how it
+    ended in each, and says so when the processes no longer run the same tests."""
+
+    def launch(self, **env: str) -> str:
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "harness", SCRIPT, "-k", "TestIn"],
+                           _env(self.tmpdir, HARNESS_TIMEOUT="60", **env), timeout=120)
+        self.assertNothingLeft()
+        return out.stdout + out.stderr + f"\n[exit code {out.returncode}]"
+
+    def test_a_failure_in_another_launched_process_is_the_tests_failure(self):
+        text = self.launch()
+        self.assertRegex(text, r"FAIL +\S+TestInEachProcess\.test_fails_in_launched_rank_1 ")
+        self.assertIn("FAIL: tests.fixtures.fx_between_ranks.TestInEachProcess.test_fails_in_launched_rank_1 "
+                      "[launched rank 1]", text)
+        self.assertIn("failed on launched rank 1 of 2 (the test runs in each launched process; rank 0: passed)", text)
+        self.assertIn(f'{FX}.py", line {fixture_line(FX, "EACH-PROCESS")}', text)
+        self.assertIn("2 passed, 1 failed, 0 skipped", text)
+        self.assertEqual(text.count("2 passed, 1 failed, 0 skipped"), 1, text)  # rank 0 alone reports
+
+    def test_processes_that_part_ways_are_named_at_once(self):
+        # rank 1's setUpClass fails, so it skips a test rank 0 runs: rank 0 says so at that test, without waiting
+        # for an outcome that never comes, and the run goes on to its end
+        text = self.launch(FX_PART="1")
+        self.assertIn("launched rank 1 ended tests.fixtures.fx_between_ranks.TestInEachProcess."
+                      "test_fails_in_launched_rank_1 where rank 0 ended tests.fixtures.fx_between_ranks."
+                      "TestInAClassSetUpThatFailsOnRank1.test_only_where_set_up: the launched processes no longer run "
+                      "the same tests", text)
+        self.assertIn("[exit code 1]", text)
+
+
 @nightly("placement under torchrun: the same choose_placement the unit tests check")
 class TestPlacementUnderTorchrun(TorchrunCase):
     """The launched world chooses its placement for the node's local ranks, as the pool does for a test."""
@@ -95,7 +126,8 @@ class TestStandalone(TorchrunCase):
     #: one job for these tests of the module's own run_tests(): the rules of the pool, each checked on a job of
     #: launched ranks (the job goes on after each; the subtest that ends the job has one of its own below: how
     #: many of its combinations error depends on when rank 0 is stopped, which a shared summary cannot pin)
-    JOB = ["TestLaunched", "TestNeedsFour", "TestNeedsARestart", "TestFirstFailure", "TestIDifferentCombinations"]
+    JOB = ["TestLaunched", "TestNeedsFour", "TestNeedsARestart", "TestFirstFailure", "TestIDifferentCombinations",
+           "TestInEachProcess"]
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -136,8 +168,17 @@ class TestStandalone(TorchrunCase):
                                r"AssertionError: FIRST on rank 1")
         self.assertIn(f'{FX}.py", line {fixture_line(FX, "FIRST-FAILURE")}', text)
         self.assertIn("rank 0: AssertionError: LATER on rank 0", text)
-        self.assertRegex(text, r"Ran 8 tests .*\n\nFAILED \(failures=2, errors=1, skipped=2\)")
+        self.assertRegex(text, r"Ran 10 tests .*\n\nFAILED \(failures=3, errors=1, skipped=2\)")
         self.assertEqual(left, [])
+
+    def test_a_plain_test_that_fails_in_one_launched_process_fails_in_rank_0s_report(self):
+        # a plain TestCase runs in every launched process on its own: rank 0's report is the job's, so a failure
+        # in rank 1's process is reported there, with rank 1's traceback, not hidden behind rank 0's pass
+        code, text, _ = self.job
+        self.assertIn("test_passes_in_each (__main__.TestInEachProcess.test_passes_in_each) ... ok", text)
+        self.assertIn("__main__.TestInEachProcess.test_fails_in_launched_rank_1 [launched rank 1]: failed", text)
+        self.assertIn("failed on launched rank 1 of 2 (the test runs in each launched process; rank 0: passed)", text)
+        self.assertIn(f'{FX}.py", line {fixture_line(FX, "EACH-PROCESS")}', text)
 
     def test_hang_ends_the_job_with_stacks(self):
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "unittest", "-v",

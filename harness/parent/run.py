@@ -77,6 +77,20 @@ class Run:
                 self._worlds = Pools()
         return self._worlds
 
+    def elsewhere(self, test: Any, status: str, text: str) -> list[tuple[str, str, str]]:
+        """How ``test``, which ran in this process (a plain ``TestCase``, thread ranks: not on ranks of the harness's),
+        failed in the job's other processes, each ``(status, title, text)``: under torchrun every launched process
+        runs it on its own, and rank 0's report, the job's, must not call it passed when it failed on rank 2
+        (harness.torchrun.job.LaunchedJob.agree). ``[]`` where this process is no launched rank, and for a test
+        stopped by Ctrl-C or SIGTERM (the job is ending). Call it once for every such test, on every rank."""
+        from harness.shared.launcher import launched
+        from harness.shared.status import Status
+
+        if not launched() or status == Status.INTERRUPTED:
+            return []  # (asked before self.worlds, which would start the pools of a run that needs none)
+        # the others may end it later than this process did: up to the run's timeout (HARNESS_TIMEOUT) later
+        return self.worlds.agree(test.id(), str(status), text, self.settings.timeout_for(None))
+
     def attach(self, result: Any) -> Any:
         """Give ``result`` (unittest's result object) this run; returns it."""
         result.harness_run = self

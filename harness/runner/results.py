@@ -15,7 +15,8 @@ from harness.shared import pytest_outcomes
 from harness.shared.pytest_outcomes import StrictXPass, xfail_reason
 from harness.shared.status import BAD, ExitCode, Status
 
-__all__ = ["Problem", "Entry", "Listener", "RunnerResult", "Counts", "counts", "exit_code", "interrupt_reason"]
+__all__ = ["Problem", "Entry", "Listener", "RunnerResult", "Counts", "counts", "exit_code", "interrupt_reason",
+           "uses_ranks"]
 
 
 @dataclasses.dataclass
@@ -113,6 +114,14 @@ def interrupt_reason(exc: BaseException | None) -> str:
     if isinstance(exc, pytest_outcomes.PytestExit):
         return str(exc)  # "stopped by pytest.exit('reason')"
     return "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
+
+
+def uses_ranks(test: Any) -> bool:
+    """``test`` runs on the harness's rank processes (not a plain TestCase, nor a class whose ranks live in this
+    process: thread ranks, local tensors)."""
+    from harness.classes.case import MultiProcessTestCase
+
+    return isinstance(test, MultiProcessTestCase) and not getattr(type(test), "_harness_local", False)
 
 
 def _split_id(test: Any) -> tuple[str, str, str]:
@@ -374,6 +383,19 @@ class RunnerResult(unittest.TestResult):
             entry.status = kind
         self.listener.subtest_done(kind, params, "")
 
+    def _add_elsewhere(self, test: unittest.TestCase, entry: Entry) -> None:
+        """Under torchrun: the test ran in every launched process; where it failed in another one, it failed
+        (harness.parent.run.Run.elsewhere), with that rank's text beside this one's."""
+        own = entry.problems[0].text if entry.problems else entry.reason
+        for status, title, text in self.harness_run.elsewhere(test, entry.status, own):
+            kind = Status(status)
+            entry.problems.append(Problem(kind, title, text))
+            (self.errors if kind == Status.ERROR else self.failures).append((test, text))
+            if entry.status not in BAD:
+                entry.status = kind
+            if self.failfast:
+                self.stop()
+
     def stopTest(self, test: unittest.TestCase) -> None:
         entry = self._current or self._entry_for(test)
         if self.keep_output and self.buffer and not entry.output:
@@ -390,6 +412,8 @@ class RunnerResult(unittest.TestResult):
                     if isinstance(exc, pytest_outcomes.PytestExit) else
                     f"{why} while this test was running; its ranks were stopped")
             entry.problems.append(Problem(Status.INTERRUPTED, entry.test_id, said))
+        if isinstance(test, unittest.TestCase) and not uses_ranks(test):
+            self._add_elsewhere(test, entry)
         entry.seconds = time.monotonic() - self._t0
         rec = self.harness_run.notes.take_record(short_id(test) if isinstance(test, unittest.TestCase) else entry.test_id)
         if rec is not None:

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence, TextIO
 from harness.shared import pytest_outcomes
 from harness.shared.config import Settings
 from harness.runner.console import Console
-from harness.runner.results import Entry, RunnerResult, exit_code, interrupt_reason
+from harness.runner.results import Entry, RunnerResult, exit_code, interrupt_reason, uses_ranks
 from harness.runner.selection import check_includes, collect, module_of, select, shuffle
 from harness.runner.sharding import load_times, save_times, shard
 from harness.shared.status import BAD, ExitCode, Status
@@ -122,7 +122,7 @@ def prepare(options: Options) -> Plan:
         template.tell()  # what the test modules imported: the template imports it too, while the run goes on
     check_includes(discovered, options.include)
     tests = select(discovered, options.patterns, options.include, options.exclude)
-    if not any(_uses_ranks(t) for t in tests):
+    if not any(uses_ranks(t) for t in tests):
         end_unused_template()  # warmed on speculation; tests that run in this process (threads, local) need none of it
     notes = []
     if options.shard is not None:
@@ -219,13 +219,6 @@ def end_unused_template() -> None:
     pool = sys.modules.get("harness.parent.pool")
     if template is not None and not (pool is not None and pool.ranks_alive()):
         template.stop(unused=True)
-
-
-def _uses_ranks(test: Any) -> bool:
-    """``test`` runs on the harness's rank processes (not a plain TestCase, nor a class that runs in this process)."""
-    from harness.classes.case import MultiProcessTestCase
-
-    return isinstance(test, MultiProcessTestCase) and not getattr(type(test), "_harness_local", False)
 
 
 def run_here(options: Options) -> ExitCode:

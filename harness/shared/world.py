@@ -99,6 +99,12 @@ class Worlds(abc.ABC):
     def start_examples(self, fn: Any) -> None:
         """A hypothesis test is about to draw its examples (where every rank draws its own: from one seed)."""
 
+    def agree(self, test_id: str, status: str, text: str, wait_s: float) -> list[tuple[str, str, str]]:
+        """A test that ran in this process, not on these worlds' ranks, ended with ``status``: how it failed in
+        the other processes that ran it too, each ``(status, title, text)`` (torchrun's launched ranks each run
+        it; spawned pools: only this process ran it, so ``[]``)."""
+        return []
+
     @abc.abstractmethod
     def world(self, world_size: int, placement: Placement, conf: Settings) -> tuple[World, bool]:
         """The world for a test, and whether its ranks ran a test before (False: started for it)."""

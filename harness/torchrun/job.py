@@ -41,10 +41,11 @@ from harness.ranks.gpu import take_gpu
 from harness.shared.launcher import launched_rank, report_stream
 from harness.shared.grace import PeerGrace, Trouble
 from harness.torchrun.desync import DesyncWatch
-from harness.torchrun.job_store import (Collectives, Ended, Example, JobOver, JobStore, Keys, Leaving, Seed, Steps,
-                                        TempDir)
+from harness.torchrun.job_store import (Collectives, Ended, Example, JobOver, JobStore, Keys, Leaving, Outcome, Seed,
+                                        Steps, TempDir)
 from harness.shared.outcome import KILLED, PASSED, TIMEOUT, RankResult, tidy_stack
 from harness.shared.placement import Placement, choose_placement
+from harness.shared.status import BAD
 from harness.shared.protocol import BodyEnded, Done, Go, Meet, Stop, Task, meeting_call, teardown_call
 from harness.ranks.task import RankContext, run_task
 from harness.judging.analysis import stopped_at_once
@@ -57,6 +58,7 @@ __all__ = ["LaunchedJob", "main_module_entry"]
 __unittest = True
 
 _WENT = {"failed": "failed", "error": "raised", "skipped": "was skipped"}  # a combination's status, in words
+_BAD_OUTCOMES = {str(s) for s in BAD}  # an Outcome's status that fails the test on every rank (LaunchedJob.agree)
 
 
 #: seconds that stand for "no limit" under HARNESS_DEBUGPY (a week: time.monotonic() arithmetic stays finite)
@@ -161,6 +163,7 @@ class LaunchedJob(World, Worlds):
         self.active: tuple[Keys, str] | None = None  # (the step, the test id) of the test under way
         self.active_id = ""  # the test id of the last test that ran
         self.poisoned = ""  # set once a rank hung or broke its GPU: the world cannot run another test
+        self.parted = ""  # the test at which a launched process was found at another test, or gave no outcome (agree)
         self.ended_posted: Keys | None = None  # the test whose Ended this rank posted (_post_ended)
         self.current: _Running | None = None
         self.lock = threading.Lock()
@@ -203,6 +206,53 @@ class LaunchedJob(World, Worlds):
 
     def close(self) -> None:
         """The launched ranks end with the job (at exit, together: see _at_exit)."""
+
+    # ---- a test that ran in each launched process, not on the job's ranks ---------------------------
+
+    def agree(self, test_id: str, status: str, text: str, wait_s: float) -> list[tuple[str, str, str]]:
+        """A plain ``TestCase`` (or a class of thread ranks) runs in every launched process, each on its own: post
+        how it ended here and read how it ended on every other rank, so that every rank reports it failed
+        where it failed on any rank, not only on rank 0, whose report is the job's. Returns the other ranks'
+        failures of it, each ``(status, title, text)``: a failure's own text, or what went wrong with the
+        exchange (a rank that sent nothing within ``wait_s`` of this one's end, a rank at another test).
+        Passes and skips elsewhere add nothing: this rank's own outcome stands."""
+        if self.world_size == 1:
+            return []
+        if self.poisoned or self.parted:  # a rank hung or died, or the ranks parted at an earlier test (said there):
+            return []  # the others are not waiting for this word, nor sending theirs for the same test
+        keys = self.steps.next()
+        self.store.post(keys.outcome(self.rank), Outcome(test_id, status, text))
+        waiting = [r for r in range(self.world_size) if r != self.rank]
+        got: dict[int, Outcome] = {}
+        deadline = time.monotonic() + wait_s
+        while waiting:
+            for r in [r for r in waiting if self.store.has(keys.outcome(r))]:
+                got[r] = self.store.read(keys.outcome(r))
+                waiting.remove(r)
+            if not waiting or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+        found = []
+        for r in range(self.world_size):
+            if r == self.rank:
+                continue
+            title = f"{test_id} [launched rank {r}]"
+            theirs = got.get(r)
+            if theirs is None or theirs.test_id != test_id:
+                self.parted = test_id
+            if theirs is None:
+                found.append(("error", title, f"launched rank {r} of {self.world_size} gave no outcome for this test "
+                              f"within {wait_s:g} s of rank {self.rank} ending it (it runs in each launched process, "
+                              "not on the job's ranks): it is still in it, or it is gone (torchrun's summary says)"))
+            elif theirs.test_id != test_id:
+                found.append(("error", title, f"launched rank {r} ended {theirs.test_id} where rank {self.rank} ended "
+                              f"{test_id}: the launched processes no longer run the same tests (a class or module "
+                              "set-up that failed in some of them only?), so the job's later verdicts cannot be "
+                              "trusted; run the file without torchrun to see it"))
+            elif theirs.status in _BAD_OUTCOMES:
+                found.append((theirs.status, title, f"{theirs.status} on launched rank {r} of {self.world_size} (the "
+                              f"test runs in each launched process; rank {self.rank}: {status}):\n{theirs.text}"))
+        return found
 
     # ---- World: one test ---------------------------------------------------------------------------
 

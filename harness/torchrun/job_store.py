@@ -19,6 +19,11 @@ One test under torchrun, as the store sees it (``t7``: its step)::
     t8/blocked                  a counter              how many Blocked were posted: rank 0 reads them when it moves
     t8/look                     Look(round, found)     rank 0 asks for fresh Blocked dumps, or says it is a desync
 
+and for a test that runs in each launched process rather than on the job's ranks (a plain ``TestCase``, thread
+ranks; ``t9``: its step)::
+
+    t9/outcome/<rank>           Outcome(test_id, ...)  how the test ended in that rank's process
+
 and, for the whole job, ``exit/<rank>`` (Leaving: that rank is about to exit) and ``done`` (JobOver).
 """
 from __future__ import annotations
@@ -27,8 +32,8 @@ import dataclasses
 import pickle
 from typing import Any
 
-__all__ = ["TempDir", "Seed", "Example", "Collectives", "Ended", "Blocked", "Look", "Leaving", "JobOver", "Keys", "Steps",
-           "JobStore"]
+__all__ = ["TempDir", "Seed", "Example", "Collectives", "Ended", "Blocked", "Look", "Outcome", "Leaving", "JobOver", "Keys",
+           "Steps", "JobStore"]
 
 
 # ---- the messages that only the store carries (the rest are harness.shared.protocol's) --------------------------
@@ -87,6 +92,17 @@ class Look:
 
     round: int
     found: tuple[int, str] | None = None
+
+
+@dataclasses.dataclass
+class Outcome:
+    """How a test that runs in each launched process (not on the job's ranks) ended in one of them: ``status``
+    (harness.shared.status.Status's value) and, for a failure, its text. ``test_id`` says which test it was, so
+    that ranks that no longer run the same tests are told, not mixed up."""
+
+    test_id: str
+    status: str
+    text: str = ""
 
 
 @dataclasses.dataclass
@@ -167,6 +183,9 @@ class Keys:
     def collectives(self, rank: int) -> str:
         return f"{self.prefix}/fr/{rank}"
 
+    def outcome(self, rank: int) -> str:
+        return f"{self.prefix}/outcome/{rank}"
+
     def ended(self, rank: int) -> str:
         """Where ``rank`` says its body ended, with its collectives (Ended), just before its BodyEnded."""
         return f"{self.prefix}/ended/{rank}"
@@ -201,7 +220,8 @@ class Steps:
     Each rank of a job runs the same tests in the same order (the same command line, the same loader), and
     for each test it takes the same steps: a number for its files (``test_files``), one to seed a hypothesis
     test (``start_examples``), one per example checked (``same_example``, only where the world has more than
-    one rank, which is then so on every rank), one per run of the body (``run``). So the n-th number taken on
+    one rank, which is then so on every rank), one per run of the body (``run``), and one for a test that ran in
+    each launched process instead (``agree``: a plain ``TestCase``, thread ranks). So the n-th number taken on
     one rank names the same step as the n-th on every other, and rank 0's ``t<n>/temp_dir`` is the one rank 1
     reads. The invariant this needs: **a step is taken on every rank or on none**; taking one under a
     condition that can differ between ranks would shift every later key on that rank and mix tests up.
