@@ -213,6 +213,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         instance = _instance(item)
         if instance is not None:  # a test the harness did not run itself, skipped for want of a GPU or NCCL
             _run(item.config).notes.skip_seen(instance, str(rep.longrepr[2]).removeprefix("Skipped: "))
+    if call.when == "call" or (call.when == "setup" and not rep.passed):  # once a test, on every launched rank
+        _add_elsewhere(item, rep)
     found = item.stash.get(_UPSTREAM, None)
     if call.when == "call" and found is not None:
         rep.sections.append(("harness", found.line()))
@@ -227,6 +229,38 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if rep.failed and rec.picture is not None:
             _html_extra(item, rep, rec.picture)
     return rep
+
+
+def _add_elsewhere(item: pytest.Item, rep: pytest.TestReport) -> None:
+    """Under torchrun: a test that runs in this process (not on the harness's ranks) ran in every launched process;
+    where it failed in another one it fails here, with that rank's text (harness.parent.run.Run.elsewhere)."""
+    from harness.shared import launcher
+
+    if not launcher.launched() or item.config.stash.get(_LENT, False):  # lent: the runner's result compares them
+        return
+    from harness.runner.results import uses_ranks
+
+    instance = _instance(item)
+    if instance is not None and uses_ranks(instance):
+        return
+    status = "failed" if rep.failed else "skipped" if rep.skipped else "passed"
+    own = str(rep.longrepr) if rep.failed else ""
+    found = _run(item.config).elsewhere(_Named(item.nodeid), status, own)
+    if found and not rep.failed:  # the failures elsewhere are the test's failure
+        rep.outcome = "failed"
+        rep.longrepr = "\n\n".join(f"{title}\n{text}" for _, title, text in found)
+    else:  # beside this process's own failure
+        rep.sections.extend((title, text) for _, title, text in found)
+
+
+class _Named:
+    """A pytest item as Run.elsewhere names a test: by its node id."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+    def id(self) -> str:
+        return self.nodeid
 
 
 def _rank_xfail(item: pytest.Item, error: BaseException) -> str | None:

@@ -73,6 +73,16 @@ class TestPlainTestsUnderTorchrun(TorchrunCase):
         self.assertIn("2 passed, 1 failed, 0 skipped", text)
         self.assertEqual(text.count("2 passed, 1 failed, 0 skipped"), 1, text)  # rank 0 alone reports
 
+    def test_under_pytest_rank_0s_report_fails_it_too(self):
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "pytest", "-q", "-p",
+                            "no:cacheprovider", SCRIPT, "-k", "TestInEachProcess"], _env(self.tmpdir), timeout=120)
+        text = out.stdout + out.stderr
+        # each launched process prints pytest's report: both say 1 failed, rank 0's with rank 1's traceback
+        self.assertEqual(text.count("1 failed, 1 passed"), 2, text)
+        self.assertIn("TestInEachProcess::test_fails_in_launched_rank_1 [launched rank 1]\nfailed on launched rank 1 "
+                      "of 2 (the test runs in each launched process; rank 0: passed)", text)
+        self.assertNothingLeft()
+
     def test_processes_that_part_ways_are_named_at_once(self):
         # rank 1's setUpClass fails, so it skips a test rank 0 runs: rank 0 says so at that test, without waiting
         # for an outcome that never comes, and the run goes on to its end
