@@ -81,6 +81,10 @@ class _Result(unittest.TextTestResult):
         self.harness_run.notes.test_class_seen(test)
         self.harness_test, self.harness_seen = test, False
         self._harness_before = (len(self.failures), len(self.errors), len(self.skipped))
+        from harness.runner.results import uses_ranks
+
+        if not uses_ranks(test):
+            self.harness_run.before_in_process()  # under torchrun: no group of the job's in its way
         super().startTest(test)
 
     def stopTest(self, test: unittest.TestCase) -> None:

@@ -167,6 +167,17 @@ def _instance(item: pytest.Item) -> Any:
         return None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under torchrun: a test that runs in this process (not on the harness's ranks) finds no default group of the
+    job's (harness.parent.run.Run.before_in_process)."""
+    from harness.runner.results import uses_ranks
+
+    cls = getattr(item, "cls", None)  # (its instance is made by its own set-up, after this)
+    if not (isinstance(cls, type) and uses_ranks(cls)):
+        _run(item.config).before_in_process()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     """Hand the test the session's run, and take the record of where it ran (harness.judging.notes, by test id).
@@ -240,8 +251,8 @@ def _add_elsewhere(item: pytest.Item, rep: pytest.TestReport) -> None:
         return
     from harness.runner.results import uses_ranks
 
-    instance = _instance(item)
-    if instance is not None and uses_ranks(instance):
+    cls = getattr(item, "cls", None)
+    if isinstance(cls, type) and uses_ranks(cls):
         return
     status = "failed" if rep.failed else "skipped" if rep.skipped else "passed"
     own = str(rep.longrepr) if rep.failed else ""

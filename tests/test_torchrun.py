@@ -83,6 +83,16 @@ class TestPlainTestsUnderTorchrun(TorchrunCase):
                       "of 2 (the test runs in each launched process; rank 0: passed)", text)
         self.assertNothingLeft()
 
+    def test_a_plain_test_makes_its_own_group_after_the_jobs_tests(self):
+        # the job's tests keep their default group from test to test; a plain test after them finds none, as without
+        # the harness, and its own init_process_group() on torchrun's env:// works (run_tests(), the module's __main__)
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "-v",
+                            "TestLaunched.test_a_all_reduce", "TestOwnWorldAfterTheJobs"], _env(self.tmpdir), timeout=120)
+        text = out.stdout + out.stderr
+        self.assertEqual(out.returncode, 0, text)
+        self.assertEqual(sorted(re.findall(r"OWN-WORLD rank=(\d) sum=2", text)), ["0", "1"], text)
+        self.assertNothingLeft()
+
     def test_processes_that_part_ways_are_named_at_once(self):
         # rank 1's setUpClass fails, so it skips a test rank 0 runs: rank 0 says so at that test, without waiting
         # for an outcome that never comes, and the run goes on to its end

@@ -77,6 +77,14 @@ class Run:
                 self._worlds = Pools()
         return self._worlds
 
+    def before_in_process(self) -> None:
+        """A test that runs in this process (a plain ``TestCase``, thread ranks) is about to start: under torchrun,
+        where this process is also a rank of the job, the default group the job's tests keep from test to test
+        is released first, so that the test finds the process as it would without the harness (no default group:
+        its own ``init_process_group()`` works); the next test on the job's ranks makes it again."""
+        if self._worlds is not None:
+            self._worlds.before_in_process()
+
     def elsewhere(self, test: Any, status: str, text: str) -> list[tuple[str, str, str]]:
         """How ``test``, which ran in this process (a plain ``TestCase``, thread ranks: not on ranks of the harness's),
         failed in the job's other processes, each ``(status, title, text)``: under torchrun every launched process

@@ -117,11 +117,12 @@ def interrupt_reason(exc: BaseException | None) -> str:
 
 
 def uses_ranks(test: Any) -> bool:
-    """``test`` runs on the harness's rank processes (not a plain TestCase, nor a class whose ranks live in this
-    process: thread ranks, local tensors)."""
+    """``test`` (a test, or its class) runs on the harness's rank processes (not a plain TestCase, nor a class
+    whose ranks live in this process: thread ranks, local tensors)."""
     from harness.classes.case import MultiProcessTestCase
 
-    return isinstance(test, MultiProcessTestCase) and not getattr(type(test), "_harness_local", False)
+    cls = test if isinstance(test, type) else type(test)
+    return issubclass(cls, MultiProcessTestCase) and not getattr(cls, "_harness_local", False)
 
 
 def _split_id(test: Any) -> tuple[str, str, str]:
@@ -266,6 +267,8 @@ class RunnerResult(unittest.TestResult):
         if unit != self._last_class:  # a class's first test: what is left of the time since the last test is its own
             self._charge(unit, self._t0)
         self._last_class = unit
+        if not uses_ranks(test):
+            self.harness_run.before_in_process()  # under torchrun: no group of the job's in its way
         if keeping():  # a runner process of the thin parent's: what it runs, should it die (harness.runner.progress)
             test_started(self.started, getattr(self.listener, "total", 0), counts(self.entries), test_id)
         super().startTest(test)

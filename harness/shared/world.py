@@ -99,6 +99,10 @@ class Worlds(abc.ABC):
     def start_examples(self, fn: Any) -> None:
         """A hypothesis test is about to draw its examples (where every rank draws its own: from one seed)."""
 
+    def before_in_process(self) -> None:
+        """A test that runs in this process, not on these worlds' ranks, is about to start (spawned pools: this
+        process holds none of their groups, nothing to do)."""
+
     def agree(self, test_id: str, status: str, text: str, wait_s: float) -> list[tuple[str, str, str]]:
         """A test that ran in this process, not on these worlds' ranks, ended with ``status``: how it failed in
         the other processes that ran it too, each ``(status, title, text)`` (torchrun's launched ranks each run

@@ -209,6 +209,11 @@ class LaunchedJob(World, Worlds):
 
     # ---- a test that ran in each launched process, not on the job's ranks ---------------------------
 
+    def before_in_process(self) -> None:
+        """This process keeps the job's default group from test to test; a test that is not the job's (a plain
+        ``TestCase``) finds none, as in a process without the harness (it may make its own, on ``env://``)."""
+        self.ctx.keeper.release()
+
     def agree(self, test_id: str, status: str, text: str, wait_s: float) -> list[tuple[str, str, str]]:
         """A plain ``TestCase`` (or a class of thread ranks) runs in every launched process, each on its own: post
         how it ended here and read how it ended on every other rank, so that every rank reports it failed
