@@ -70,9 +70,10 @@ class TestPlainTestsUnderTorchrun(TorchrunCase):
                       "[launched rank 1]", text)
         self.assertIn("failed on launched rank 1 of 2 (the test runs in each launched process; rank 0: passed)", text)
         self.assertIn(f'{FX}.py", line {fixture_line(FX, "EACH-PROCESS")}', text)
-        self.assertIn("2 passed, 1 failed, 0 skipped", text)
         self.assertEqual(text.count("2 passed, 1 failed, 0 skipped"), 1, text)  # rank 0 alone reports
 
+    @nightly("the same exchange under the runner by test_a_failure_in_another_launched_process_is_the_tests_failure, and "
+             "under run_tests() by TestStandalone")
     def test_under_pytest_rank_0s_report_fails_it_too(self):
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "pytest", "-q", "-p",
                             "no:cacheprovider", SCRIPT, "-k", "TestInEachProcess"], _env(self.tmpdir), timeout=120)
@@ -83,16 +84,7 @@ class TestPlainTestsUnderTorchrun(TorchrunCase):
                       "of 2 (the test runs in each launched process; rank 0: passed)", text)
         self.assertNothingLeft()
 
-    def test_a_plain_test_makes_its_own_group_after_the_jobs_tests(self):
-        # the job's tests keep their default group from test to test; a plain test after them finds none, as without
-        # the harness, and its own init_process_group() on torchrun's env:// works (run_tests(), the module's __main__)
-        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "-v",
-                            "TestLaunched.test_a_all_reduce", "TestOwnWorldAfterTheJobs"], _env(self.tmpdir), timeout=120)
-        text = out.stdout + out.stderr
-        self.assertEqual(out.returncode, 0, text)
-        self.assertEqual(sorted(re.findall(r"OWN-WORLD rank=(\d) sum=2", text)), ["0", "1"], text)
-        self.assertNothingLeft()
-
+    @nightly("the exchange itself by test_a_failure_in_another_launched_process_is_the_tests_failure")
     def test_processes_that_part_ways_are_named_at_once(self):
         # rank 1's setUpClass fails, so it skips a test rank 0 runs: rank 0 says so at that test, without waiting
         # for an outcome that never comes, and the run goes on to its end
@@ -147,7 +139,7 @@ class TestStandalone(TorchrunCase):
     #: launched ranks (the job goes on after each; the subtest that ends the job has one of its own below: how
     #: many of its combinations error depends on when rank 0 is stopped, which a shared summary cannot pin)
     JOB = ["TestLaunched", "TestNeedsFour", "TestNeedsARestart", "TestFirstFailure", "TestIDifferentCombinations",
-           "TestInEachProcess"]
+           "TestInEachProcess", "TestOwnWorldAfterTheJobs"]
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -188,7 +180,7 @@ class TestStandalone(TorchrunCase):
                                r"AssertionError: FIRST on rank 1")
         self.assertIn(f'{FX}.py", line {fixture_line(FX, "FIRST-FAILURE")}', text)
         self.assertIn("rank 0: AssertionError: LATER on rank 0", text)
-        self.assertRegex(text, r"Ran 10 tests .*\n\nFAILED \(failures=3, errors=1, skipped=2\)")
+        self.assertRegex(text, r"Ran 11 tests .*\n\nFAILED \(failures=3, errors=1, skipped=2\)")
         self.assertEqual(left, [])
 
     def test_a_plain_test_that_fails_in_one_launched_process_fails_in_rank_0s_report(self):
@@ -199,6 +191,13 @@ class TestStandalone(TorchrunCase):
         self.assertIn("__main__.TestInEachProcess.test_fails_in_launched_rank_1 [launched rank 1]: failed", text)
         self.assertIn("failed on launched rank 1 of 2 (the test runs in each launched process; rank 0: passed)", text)
         self.assertIn(f'{FX}.py", line {fixture_line(FX, "EACH-PROCESS")}', text)
+
+    def test_a_plain_test_makes_its_own_group_after_the_jobs_tests(self):
+        # the job's tests keep their default group from test to test; a plain test after them finds none, as without
+        # the harness, and its own init_process_group() on torchrun's env:// works
+        code, text, _ = self.job
+        self.assertIn("test_own_world (__main__.TestOwnWorldAfterTheJobs.test_own_world) ... ok", text)
+        self.assertEqual(sorted(re.findall(r"OWN-WORLD rank=(\d) sum=2", text)), ["0", "1"], text)
 
     def test_hang_ends_the_job_with_stacks(self):
         out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "unittest", "-v",
