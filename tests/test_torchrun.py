@@ -333,6 +333,9 @@ class TestPeerLeftUnderTorchrun(TorchrunCase):
                                r"\(HARNESS_PEER_GRACE\); it was in all_reduce")
         self.assertIn(f'fx_peer_left.py", line {fixture_line("fx_peer_left", "FIXTURE-PEER-LEFT-ALLREDUCE")}', text)
 
+    @nightly("the rule and its words in a pool by tests.test_collectives (a peer that never called #2); the job's wait "
+             "for a peer's body under torchrun by TestStandalone.test_subtest_failing_while_peer_in_collective_ends_"
+             "within_the_peer_grace")
     def test_rank_0_left_waiting_ends_the_job_and_a_slow_peer_passes(self):
         text = self.job(1, "TestBSlowPeer", "TestAPeerLeft")
         self.assertRegex(text, r"test_slow_peer \(__main__\.TestBSlowPeer\.test_slow_peer\) \.\.\. ok\n")
@@ -340,7 +343,8 @@ class TestPeerLeftUnderTorchrun(TorchrunCase):
         self.assertIn("ending the job (a rank left inside a collective that a peer never joins cannot run another "
                       "test)", text)
 
-    @nightly("the same rule with rank 0 left waiting (test_rank_0_left_waiting_ends_the_job_and_a_slow_peer_passes)")
+    @nightly("the same rule with rank 0 left waiting (test_rank_0_left_waiting_ends_the_job_and_a_slow_peer_passes, "
+             "itself nightly: see there)")
     def test_rank_1_left_waiting_skips_the_rest_saying_why(self):
         text = self.job(0, "TestAPeerLeft", "TestBSlowPeer")
         self.assertPeerLeft(text, 0)
