@@ -171,11 +171,17 @@ def _instance(item: pytest.Item) -> Any:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Under torchrun: a test that runs in this process (not on the harness's ranks) finds no default group of the
     job's (harness.parent.run.Run.before_in_process)."""
+    if _in_process(item):
+        _run(item.config).before_in_process()
+
+
+def _in_process(item: pytest.Item) -> bool:
+    """The item runs in this process, not on the harness's ranks (read from its class: its instance is made by its
+    own set-up)."""
     from harness.runner.results import uses_ranks
 
-    cls = getattr(item, "cls", None)  # (its instance is made by its own set-up, after this)
-    if not (isinstance(cls, type) and uses_ranks(cls)):
-        _run(item.config).before_in_process()
+    cls = getattr(item, "cls", None)
+    return not (isinstance(cls, type) and uses_ranks(cls))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -247,13 +253,8 @@ def _add_elsewhere(item: pytest.Item, rep: pytest.TestReport) -> None:
     where it failed in another one it fails here, with that rank's text (harness.parent.run.Run.elsewhere)."""
     from harness.shared import launcher
 
-    if not launcher.launched() or item.config.stash.get(_LENT, False):  # lent: the runner's result compares them
-        return
-    from harness.runner.results import uses_ranks
-
-    cls = getattr(item, "cls", None)
-    if isinstance(cls, type) and uses_ranks(cls):
-        return
+    if not launcher.launched() or item.config.stash.get(_LENT, False) or not _in_process(item):
+        return  # (lent: the runner's result compares them)
     status = "failed" if rep.failed else "skipped" if rep.skipped else "passed"
     own = str(rep.longrepr) if rep.failed else ""
     found = _run(item.config).elsewhere(_Named(item.nodeid), status, own)

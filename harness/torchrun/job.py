@@ -227,22 +227,12 @@ class LaunchedJob(World, Worlds):
             return []  # the others are not waiting for this word, nor sending theirs for the same test
         keys = self.steps.next()
         self.store.post(keys.outcome(self.rank), Outcome(test_id, status, text))
-        waiting = [r for r in range(self.world_size) if r != self.rank]
-        got: dict[int, Outcome] = {}
-        deadline = time.monotonic() + wait_s
-        while waiting:
-            for r in [r for r in waiting if self.store.has(keys.outcome(r))]:
-                got[r] = self.store.read(keys.outcome(r))
-                waiting.remove(r)
-            if not waiting or time.monotonic() >= deadline:
-                break
-            time.sleep(0.02)
+        outcomes = self._await_posted([keys.outcome(r) for r in range(self.world_size)], wait_s)
         found = []
-        for r in range(self.world_size):
+        for r, theirs in enumerate(outcomes):
             if r == self.rank:
                 continue
             title = f"{test_id} [launched rank {r}]"
-            theirs = got.get(r)
             if theirs is None or theirs.test_id != test_id:
                 self.parted = test_id
             if theirs is None:
@@ -450,21 +440,22 @@ class LaunchedJob(World, Worlds):
 
     def _collect(self, keys: Keys, wait_s: float) -> list[RankResult]:
         """Every rank's result from the store; short polls so SIGTERM from torchrun is handled at once."""
-        wanted = keys.results(self.world_size)
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if self.store.has(*wanted):
-                break
-            time.sleep(0.02)
         results = []
-        for r, key in enumerate(wanted):
-            done = self.store.read_posted(key)
+        for r, done in enumerate(self._await_posted(keys.results(self.world_size), wait_s)):
             if done is not None:
                 results.append(done.result)
             else:
                 results.append(RankResult(rank=r, status=TIMEOUT, arrived=_NEVER_ARRIVED,
                                           message=f"sent no result within {wait_s:.0f} s (it hung or died)"))
         return results
+
+    def _await_posted(self, wanted: list[str], wait_s: float) -> list[Any]:
+        """The message at each of ``wanted`` once every one is there or ``wait_s`` has passed (None where none was
+        posted); short polls, so that SIGTERM from torchrun is handled at once."""
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and not self.store.has(*wanted):
+            time.sleep(0.02)
+        return [self.store.read_posted(key) for key in wanted]
 
     def _share_collectives(self, keys: Keys, results: list[RankResult], wait_s: float = 2.0) -> None:
         """The test went wrong: every rank posts its collectives in the test (harness.ranks.recorder) to the store
