@@ -18,12 +18,15 @@ class TestCollectivesReport(FixtureTestCase):
 
     def test_exit_code_and_summary(self):
         self.assertEqual(self.r.returncode, 1, self.r.describe())
-        self.assertInReport("Ran 6 tests")
+        self.assertInReport("Ran 7 tests")
         self.assertInReport("FAILED (errors=4)")
 
     def test_passing_tests_show_nothing_new(self):
         self.assertMatchesReport(rf"^test_passing \({MOD}\.TestAPassing\.test_passing\) \.\.\. ok$")
         self.assertMatchesReport(rf"^test_after \({MOD}\.TestFAfter\.test_after\) \.\.\. ok$")
+        # a rank slow to make a group of its own while its peer waits in a collective is no desync
+        self.assertMatchesReport(rf"^test_slow_group_of_one \({MOD}\.TestGGroupOfOne\.test_slow_group_of_one\) "
+                                 r"\.\.\. ok$")
         self.assertEqual(self.r.output.count("Collectives, per process group"), 4, self.r.describe())
 
     def test_different_ops_at_the_same_collective(self):
@@ -72,8 +75,8 @@ class TestCollectivesReport(FixtureTestCase):
     def test_waiting_in_group_creation_ends_within_the_grace(self):
         text = self.r.section("ERROR: test_group_creation")
         self.assertIn("[rank 0/2] was killed on cpu/gloo: still running", text.splitlines()[0])
-        self.assertIn("after rank 1 passed while rank 0 was creating a process group, which every rank of the world "
-                      "joins; stopped (HARNESS_PEER_GRACE)", text.splitlines()[0])
+        self.assertIn("after rank 1 passed while rank 0 was creating process group [0, 1], which rank 1 joins; "
+                      "stopped (HARNESS_PEER_GRACE)", text.splitlines()[0])
         self.assertNotIn("timed out", text)
 
     def test_nothing_left_behind(self):

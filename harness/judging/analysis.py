@@ -175,9 +175,10 @@ def stuck(dumps: Mapping[int, Mapping[str, Any] | None], returned: Mapping[int, 
 
     ``returned``: ranks whose test is over -> how it went ("passed", "failed", "was skipped"). A rank in
     ``waiting`` is stuck when it is inside a collective of a group that a returned member never called
-    (that member is gone from the test), or inside process-group creation, which every rank joins, unless a
-    returned rank has a group this rank lacks by their dumps: the creating rank may be making that very group,
-    slowly (a loaded machine), and its peer made its side of it before its body ended.
+    (that member is gone from the test), or inside the creation of a process group that a returned rank is a
+    member of (every rank, where the dump does not name the group's), unless a returned rank has a group this
+    rank lacks by their dumps: the creating rank may be making that very group, slowly (a loaded machine), and
+    its peer made its side of it before its body ended.
     """
     views = analyse(dumps, world_size)
     found: dict[int, str] = {}
@@ -186,11 +187,14 @@ def stuck(dumps: Mapping[int, Mapping[str, Any] | None], returned: Mapping[int, 
         if not dump:
             continue
         if dump.get("creating") and returned:
+            gone = [q for q in _creation_peers(dumps, r, world_size) if q in returned]
+            if not gone:
+                continue  # the group it makes waits for none of the returned ranks (or for no peer at all)
             if any(_lacks(dumps, r, g) for q in returned for g in ((dumps.get(q) or {}).get("groups") or {})):
                 continue  # a returned rank already made its side of a group this rank lacks: slow, on its way
-            q = min(returned)
-            found[r] = (f"rank {q} {returned[q]} while rank {r} was creating a process group, which every rank of "
-                        "the world joins")
+            q = gone[0]
+            joins = "every rank of the world joins" if dump.get("creating_ranks") is None else f"rank {q} joins"
+            found[r] = f"rank {q} {returned[q]} while rank {r} was creating {_creating(dump)}, which {joins}"
             continue
         for view in views:
             last = view.last(r)
@@ -296,17 +300,19 @@ def _cannot_complete(r: int, what: Call | str, blocked: Mapping[int, Call | str]
             return "it is creating a process group"
         return f"it waits in {theirs.text} on {views[theirs.group].label}"
 
-    if isinstance(what, str):  # creating a group: its members must come (which ranks they are, no dump says)
-        if any(q != r and blocked.get(q) == "creating" for q in range(world_size)):
-            return ""  # another rank creates one too, maybe the same group: they can finish it together
+    if isinstance(what, str):  # creating a group: its other members must come
+        peers = _creation_peers(dumps, r, world_size)
+        if not peers:
+            return ""  # alone in the group it makes, or not in it: it waits for no peer (slow, not stuck)
+        if any(blocked.get(q) == "creating" for q in peers):
+            return ""  # another member creates one too, maybe the same group: they can finish it together
         if any(isinstance(theirs, Call) and _lacks(dumps, r, theirs.group) for theirs in blocked.values()):
             return ""  # maybe the group a peer already waits in, made on the peer's side: slow, not stuck
-        others = [q for q in range(world_size) if q != r]
-        if not others or any(dumps.get(q) is None for q in others):
+        if any(dumps.get(q) is None for q in peers):
             return ""
-        q = others[0]
-        return f"rank {r} is creating a process group alone, which no other rank comes to join; rank {q}: " \
-               f"{doing(q)}"
+        q = peers[0]
+        return f"rank {r} is creating {_creating(dumps.get(r) or {})} alone, which no other rank comes to join; " \
+               f"rank {q}: {doing(q)}"
     view = views.get(what.group)
     if view is None:
         return ""
@@ -328,6 +334,21 @@ def _cannot_complete(r: int, what: Call | str, blocked: Mapping[int, Call | str]
             return ""  # that member is still making this very group (a loaded machine): it comes
         return f"rank {r} waits in {what.text} on {view.label}, which rank {q} never called ({doing(q)})"
     return ""
+
+
+def _creation_peers(dumps: Mapping[int, Mapping[str, Any] | None], rank: int, world_size: int) -> list[int]:
+    """The ranks that ``rank``, inside a process group's creation, waits for: the group's other members by its
+    dump (``creating_ranks``), every other rank of the world where the dump does not name them; none when it is
+    alone in the group, or not in it (torch makes nothing there: a rank slow in it is on its way, not stuck)."""
+    ranks = (dumps.get(rank) or {}).get("creating_ranks")
+    members = list(range(world_size)) if ranks is None else [int(q) for q in ranks]
+    return [q for q in members if q != rank] if rank in members else []
+
+
+def _creating(dump: Mapping[str, Any]) -> str:
+    """``a process group`` (every rank's), or ``process group [0, 1]`` where the dump names its ranks."""
+    ranks = dump.get("creating_ranks")
+    return "a process group" if ranks is None else f"process group {list(ranks)}"
 
 
 def _lacks(dumps: Mapping[int, Mapping[str, Any] | None], rank: int, group: str) -> bool:

@@ -116,14 +116,28 @@ def _raw_entries() -> list[dict[str, Any]]:
     return entries
 
 
-def _in_group_creation() -> bool:
-    """Whether the main thread waits inside process-group creation (which every rank of the world joins)."""
+def _in_group_creation() -> tuple[bool, list[int] | None]:
+    """Whether the main thread waits inside process-group creation, and for which ranks' group.
+
+    The ranks (global) are those of the group being made, read from ``_new_process_group_helper``'s arguments
+    (``global_ranks_in_group``); None where every rank of the world joins (the default group, a split of its
+    NCCL communicator, a store-based barrier over the world) or where the frame does not say. A rank making a
+    group it is alone in, or one it is not a member of, waits for no peer (harness.judging.analysis)."""
     frame = sys._current_frames().get(threading.main_thread().ident or -1)
     while frame is not None:
         if frame.f_code.co_name in _CREATION and frame.f_code.co_filename.endswith("distributed_c10d.py"):
-            return True
+            ranks = None
+            if frame.f_code.co_name == "_new_process_group_helper":
+                local = frame.f_locals
+                try:
+                    # [] is the default group; a split of the default group's communicator (NCCL) joins every rank
+                    if not local.get("split_from"):
+                        ranks = sorted(int(r) for r in local["global_ranks_in_group"]) or None
+                except (KeyError, TypeError, ValueError):
+                    ranks = None
+            return True, ranks
         frame = frame.f_back
-    return False
+    return False, None
 
 
 #: functions of torch.distributed.distributed_c10d that wait for one peer, not for a collective (the recorder
@@ -203,8 +217,9 @@ def own_dump(rank: int) -> dict[str, Any] | None:
                           "ms": e.get("duration_ms"), "t": int(e.get("time_created_ns", 0))})
     note_groups()
     # waits and cpu_ns: whether the main thread is blocked in torch's code now (harness.judging.analysis.never_meet)
-    return {"rank": rank, "calls": calls, "groups": dict(_mark.groups), "creating": _in_group_creation(),
-            "waits": main_waits(), "cpu_ns": main_cpu_ns()}
+    creating, creating_ranks = _in_group_creation()
+    return {"rank": rank, "calls": calls, "groups": dict(_mark.groups), "creating": creating,
+            "creating_ranks": creating_ranks, "waits": main_waits(), "cpu_ns": main_cpu_ns()}
 
 
 def serve_dumps(directory: str, rank: int) -> None:

@@ -23,9 +23,11 @@ def call(seq: int, op: str, size: list[int] | None = None, dtype: str = "Float",
             "output_dtypes": [dtype]}
 
 
-def dump(rank: int, *calls: dict[str, Any], groups: dict[str, Any] | None = None, creating: bool = False
-         ) -> dict[str, Any]:
-    return {"rank": rank, "calls": list(calls), "groups": DEFAULT if groups is None else groups, "creating": creating}
+def dump(rank: int, *calls: dict[str, Any], groups: dict[str, Any] | None = None, creating: bool = False,
+         creating_ranks: list[int] | None = None) -> dict[str, Any]:
+    """``creating_ranks``: the ranks of the group the rank makes (None: every rank's, or not known)."""
+    return {"rank": rank, "calls": list(calls), "groups": DEFAULT if groups is None else groups, "creating": creating,
+            "creating_ranks": creating_ranks}
 
 
 class TestAnalysis(unittest.TestCase):
@@ -171,16 +173,26 @@ class TestStuck(unittest.TestCase):
         dumps = {0: dump(0, groups=subgroup), 1: dump(1, creating=True)}  # rank 1 makes the subgroup rank 0 has
         self.assertEqual(collectives.stuck(dumps, {0: "passed"}, [1], 2), {})
 
+    def test_creating_a_group_without_the_returned_rank_is_no_wait_for_it(self):
+        # new_group([1]) (a 2-D mesh's dimension of one rank) or new_group([1, 2]): rank 0 is not a member
+        for ranks in ([1], [1, 2]):
+            dumps = {0: dump(0), 1: dump(1, creating=True, creating_ranks=ranks), 2: dump(2)}
+            self.assertEqual(collectives.stuck(dumps, {0: "passed"}, [1, 2], 3), {}, ranks)
+        # a group the returned rank is a member of: named, with the rank that never comes to join it
+        dumps = {0: dump(0), 1: dump(1, creating=True, creating_ranks=[0, 1])}
+        self.assertEqual(collectives.stuck(dumps, {0: "failed"}, [1], 2),
+                         {1: "rank 0 failed while rank 1 was creating process group [0, 1], which rank 0 joins"})
+
 
 FOUR = {"0": {"ranks": [0, 1, 2, 3], "desc": "default_pg", "default": True},
         "1": {"ranks": [0, 1], "desc": "undefined", "default": False}}
 
 
 def blocked(rank: int, *calls: dict[str, Any], waits: str = "all_reduce", cpu: int = 7, creating: bool = False,
-            groups: dict[str, Any] | None = None) -> dict[str, Any]:
+            groups: dict[str, Any] | None = None, creating_ranks: list[int] | None = None) -> dict[str, Any]:
     """A dump whose main thread is inside torch's code (``waits``) and used ``cpu`` ns so far; calls in order."""
     d = dump(rank, *[{**c, "t": i} for i, c in enumerate(calls)], groups=FOUR if groups is None else groups,
-             creating=creating)
+             creating=creating, creating_ranks=creating_ranks)
     return {**d, "waits": waits, "cpu_ns": cpu}
 
 
@@ -236,6 +248,22 @@ class TestNeverMeet(unittest.TestCase):
         # once rank 0 has that group, a creation of another is one no peer joins: a desync
         dumps[0] = blocked(0, waits="new_group", creating=True, groups=DEFAULT)
         self.assertIsNotNone(self.decide(dumps, world_size=2))
+
+    def test_creating_a_group_no_peer_is_in_is_not_a_desync(self):
+        # a 2-D mesh of shape (1, 2): each rank makes new_group([0]) then new_group([1]); rank 1, slowed by a loaded
+        # machine (its main thread idle in the group's creation for two looks), makes its group of one while rank 0
+        # is past both, in the default group's all_reduce: rank 1 waits for nobody, and comes
+        dumps = {0: blocked(0, call(1, "all_reduce", done=False), groups=DEFAULT),
+                 1: blocked(1, waits="_new_process_group_helper", creating=True, creating_ranks=[1], groups=DEFAULT)}
+        self.assertIsNone(self.decide(dumps, world_size=2))
+        dumps[1] = blocked(1, waits="_new_process_group_helper", creating=True, creating_ranks=[0], groups=DEFAULT)
+        self.assertIsNone(self.decide(dumps, world_size=2), "not a member: torch makes nothing there")
+        # a group with rank 0 in it, which rank 0 (waiting in the default group) never comes to make: a desync
+        dumps[1] = blocked(1, waits="_new_process_group_helper", creating=True, creating_ranks=[0, 1],
+                           groups=DEFAULT)
+        self.assertEqual(self.decide(dumps, world_size=2),
+                         (1, "rank 1 is creating process group [0, 1] alone, which no other rank comes to join; rank "
+                             "0: it waits in #1 all_reduce(float32[4]) on the default group"))
 
     def test_ranks_creating_a_subgroup_while_the_others_wait_for_them_are_not_a_desync(self):
         # new_group([0, 1]): ranks 2 and 3 are past it, in the default group's all_reduce that 0 and 1 call once
