@@ -89,10 +89,14 @@ class TestPlainTestsUnderTorchrun(TorchrunCase):
         # rank 1's setUpClass fails, so it skips a test rank 0 runs: rank 0 says so at that test, without waiting
         # for an outcome that never comes, and the run goes on to its end
         text = self.launch(FX_PART="1")
-        self.assertIn("launched rank 1 ended tests.fixtures.fx_between_ranks.TestInEachProcess."
-                      "test_fails_in_launched_rank_1 where rank 0 ended tests.fixtures.fx_between_ranks."
+        self.assertIn("launched rank 1 ended setUpClass (tests.fixtures.fx_between_ranks."
+                      "TestInAClassSetUpThatFailsOnRank1) (error) where rank 0 ended tests.fixtures.fx_between_ranks."
                       "TestInAClassSetUpThatFailsOnRank1.test_only_where_set_up: the launched processes no longer run "
                       "the same tests", text)
+        # the set-up's own error, as rank 1 raised it, in rank 0's report (the job's)
+        self.assertIn("setUpClass (tests.fixtures.fx_between_ranks.TestInAClassSetUpThatFailsOnRank1) on launched "
+                      "rank 1:\nTraceback", text)
+        self.assertIn("RuntimeError: set-up fails on rank 1", text)
         self.assertIn("[exit code 1]", text)
 
 

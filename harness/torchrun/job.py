@@ -240,10 +240,14 @@ class LaunchedJob(World, Worlds):
                               f"within {wait_s:g} s of rank {self.rank} ending it (it runs in each launched process, "
                               "not on the job's ranks): it is still in it, or it is gone (torchrun's summary says)"))
             elif theirs.test_id != test_id:
-                found.append(("error", title, f"launched rank {r} ended {theirs.test_id} where rank {self.rank} ended "
-                              f"{test_id}: the launched processes no longer run the same tests (a class or module "
-                              "set-up that failed in some of them only?), so the job's later verdicts cannot be "
-                              "trusted; run the file without torchrun to see it"))
+                shown = theirs.status in _BAD_OUTCOMES and bool(theirs.text)  # (a set-up that failed there only)
+                said = (f"launched rank {r} ended {theirs.test_id}{f' ({theirs.status})' if shown else ''} where rank "
+                        f"{self.rank} ended {test_id}: the launched processes no longer run the same tests (a class or "
+                        "module set-up that failed in some of them only?), so the job's later verdicts cannot be "
+                        "trusted; " + ("its error is below" if shown else "run the file without torchrun to see it"))
+                if shown:
+                    said += f"\n\n{theirs.test_id} on launched rank {r}:\n{theirs.text}"
+                found.append(("error", title, said))
             elif theirs.status in _BAD_OUTCOMES:
                 found.append((theirs.status, title, f"{theirs.status} on launched rank {r} of {self.world_size} (the "
                               f"test runs in each launched process; rank {self.rank}: {status}):\n{theirs.text}"))
