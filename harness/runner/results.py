@@ -16,7 +16,7 @@ from harness.shared.pytest_outcomes import StrictXPass, xfail_reason
 from harness.shared.status import BAD, ExitCode, Status
 
 __all__ = ["Problem", "Entry", "Listener", "RunnerResult", "Counts", "counts", "exit_code", "interrupt_reason",
-           "uses_ranks"]
+           "uses_ranks", "class_error_in_process"]
 
 
 @dataclasses.dataclass

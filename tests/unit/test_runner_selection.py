@@ -140,5 +140,29 @@ class TestTargets(unittest.TestCase):
         self.assertIn(target, str(cm.exception))
 
 
+class TestClassErrorInProcess(unittest.TestCase):
+    """class_error_in_process: a set-up or tear-down of a class whose tests run in this process (agreed between
+    launched processes under torchrun, as its tests are), told from one whose tests run on the harness's ranks."""
+
+    def holder(self, kind: str, cls: type) -> unittest.TestCase:
+        return unittest.suite._ErrorHolder(f"{kind} ({cls.__module__}.{cls.__qualname__})")
+
+    def test_a_plain_class(self):
+        from harness.runner.results import class_error_in_process
+        from tests.fixtures.fx_between_ranks import TestInAClassSetUpThatFailsOnRank1 as Plain
+
+        self.assertTrue(class_error_in_process(self.holder("setUpClass", Plain)))
+        self.assertTrue(class_error_in_process(self.holder("tearDownClass", Plain)))
+
+    def test_a_class_on_the_harnesss_ranks_a_module_and_a_test_are_not(self):
+        from harness.runner.results import class_error_in_process
+        from tests.fixtures.fx_between_ranks import TestCSkipOnOneRank as OnRanks
+
+        self.assertFalse(class_error_in_process(self.holder("setUpClass", OnRanks)))
+        self.assertFalse(class_error_in_process(unittest.suite._ErrorHolder("setUpModule (tests.fixtures)")))
+        self.assertFalse(class_error_in_process(unittest.suite._ErrorHolder("setUpClass (no.such.Class)")))
+        self.assertFalse(class_error_in_process(self))
+
+
 if __name__ == "__main__":
     unittest.main()
