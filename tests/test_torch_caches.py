@@ -4,9 +4,12 @@ Without the harness clearing DTensor's sharding-propagation caches after the gro
 destroyed, ``test_2`` fails on every torch version with "Could not resolve the process group
 registered under the name N" (on torch 2.11 with a GPU visible, ``test_4`` too), and passes with
 ``HARNESS_REUSE=0``. The sharded-tensor tests make groups of their own and use sharded tensors on them, test after
-test; the backward tests run DTensor's backward, which on a GPU runs in autograd's thread for the device, whose
-caches outlive the test: on CPU the backward runs in the rank's own thread, so they run on a GPU only
-(tools/gpu_check.sh runs this file there, on shared GPUs).
+test. A group torch names by its ranks meets afresh in each test that makes it: the same name each time, so its
+rendezvous in the default group's store must not read what the earlier test's group left there (``test_2`` of
+``TestGroupsNamedByTheirRanks`` failed on reused ranks, and triage blamed ``test_1``). The backward tests run
+DTensor's backward, which on a GPU runs in autograd's thread for the device, whose caches outlive the test: on CPU
+the backward runs in the rank's own thread, so they run on a GPU only (tools/gpu_check.sh runs this file there, on
+shared GPUs).
 """
 import unittest
 
@@ -16,12 +19,21 @@ MOD = "tests.fixtures.fx_torch_caches"
 
 
 class TestMeshesOfDestroyedGroupsAreForgotten(FixtureTestCase):
-    ARGS = [f"{MOD}.TestMesh2D", f"{MOD}.TestShardedTensor", "-v"]
+    ARGS = [f"{MOD}.TestMesh2D", f"{MOD}.TestShardedTensor", f"{MOD}.TestGroupsNamedByTheirRanks", "-v"]
 
     def test_every_test_passes_on_reused_ranks(self):
         self.assertEqual(self.r.returncode, 0, self.r.describe())
-        self.assertInReport("Ran 9 tests")
+        self.assertInReport("Ran 12 tests")
         self.assertNotIn("Could not resolve the process group", self.r.output)
+        self.assertNotIn("altered the process", self.r.output)
+
+    def test_a_group_named_by_its_ranks_meets_afresh_in_each_test(self):
+        # the same name each time (torch names it by its ranks), and the same four processes: no test failed and
+        # was taken for one that an earlier test broke (its ranks replaced)
+        rows = self.r.rank_lines("PAIR")
+        self.assertEqual(len(rows), 12, self.r.describe())
+        self.assertEqual(len({row["pid"] for row in rows}), 4, self.r.describe())
+        self.assertEqual(len({row["name"] for row in rows if row["rank"] == "0"}), 1, self.r.describe())
 
     def test_the_same_four_processes_ran_every_test(self):
         rows = self.r.rank_lines("MESH")

@@ -28,6 +28,9 @@ class ProcessGroupKeeper:
         self.generation = 0
         self.backend: str | None = None  # backend of the group we created, None when we own none
         self._store = None
+        self.tests = 0  # tests given the default group, each a store namespace of its own (_own_namespace)
+        self._group: Any = None  # the default group we made, and the store torch keeps for it
+        self._group_store: Any = None
 
     def base_store(self) -> Any:
         if self._store is None:
@@ -46,10 +49,12 @@ class ProcessGroupKeeper:
                 try:
                     dist.distributed_c10d._set_pg_timeout(wanted)
                     self.timeout = wanted
+                    self._own_namespace()
                     return True
                 except Exception:
                     pass  # a torch without it: a new group with the longer timeout
             else:
+                self._own_namespace()
                 return True
         self.timeout = max(self.timeout, wanted)
         self.release()
@@ -64,7 +69,29 @@ class ProcessGroupKeeper:
         dist.init_process_group(backend=backend, store=store, rank=self.rank, world_size=self.world_size,
                                 timeout=self.timeout, **kwargs)
         self.backend = backend
+        self._own_namespace()
         return False
+
+    def _own_namespace(self) -> None:
+        """Give the test about to run a namespace of its own in the default group's store, for the groups it makes.
+
+        torch names some groups by their ranks rather than by a counter (``new_group(...,
+        use_local_synchronization=True)``, ``split_group``, a device mesh's groups made that way), and a group meets
+        under its name in the default group's store (gloo's ranks post their addresses there). The same ranks in a
+        later test on the same default group give the same name: its ranks read the addresses the earlier test's
+        group left, and connect to sockets closed since (a test that passes in fresh ranks fails after another,
+        which the earlier test is blamed for). A fresh process has a fresh store; here each test gets a prefix of
+        its own in it (the same on every rank: they run the same tests in the same order), and what it reads
+        through ``_get_default_store()`` is its own too.
+        """
+        from torch.distributed import distributed_c10d as c10d
+
+        default = c10d._get_default_group()
+        backend, store = c10d._world.pg_map[default]
+        if default is not self._group:  # a group just made: the store torch keeps for it
+            self._group, self._group_store = default, store
+        self.tests += 1
+        c10d._world.pg_map[default] = (backend, c10d.PrefixStore(f"test{self.tests}", self._group_store))
 
     def release(self) -> None:
         """Destroy the default group if one exists (ours or one a test made and left)."""
@@ -73,6 +100,7 @@ class ProcessGroupKeeper:
         if dist.is_initialized():
             dist.destroy_process_group()
         self.backend = None
+        self._group = self._group_store = None
 
     def forget_if_gone(self) -> None:
         """A test may destroy the default group itself; then the next test makes a new one."""
@@ -80,6 +108,7 @@ class ProcessGroupKeeper:
 
         if not dist.is_initialized():
             self.backend = None
+            self._group = self._group_store = None
 
     def destroy_subgroups(self) -> None:
         """Remove process groups a test created beyond the default one, so the next test starts clean."""
