@@ -94,21 +94,18 @@ class _Result(unittest.TextTestResult):
         if self.harness_seen and not uses_ranks(test):
             self._add_elsewhere(test)
 
-    def _add_elsewhere(self, test: Any, outcome: tuple[str, str] | None = None) -> None:
+    def _add_elsewhere(self, test: unittest.TestCase) -> None:
         """Under torchrun: the test ran in every launched process; where it failed in another, it failed here
-        too (harness.parent.run.Run.elsewhere), reported with that rank's text. ``outcome``: its own here,
-        ``(status, text)``, where it is not the one since the test started."""
+        too (harness.parent.run.Run.elsewhere), reported with that rank's text."""
         from harness.shared.status import Status
 
-        if outcome is None:
-            failures, errors, skipped = self._harness_before
-            if len(self.errors) > errors:
-                outcome = Status.ERROR, self.errors[-1][1]
-            elif len(self.failures) > failures:
-                outcome = Status.FAILED, self.failures[-1][1]
-            else:
-                outcome = (Status.SKIPPED, "") if len(self.skipped) > skipped else (Status.PASSED, "")
-        own, text = outcome
+        failures, errors, skipped = self._harness_before
+        if len(self.errors) > errors:
+            own, text = Status.ERROR, self.errors[-1][1]
+        elif len(self.failures) > failures:
+            own, text = Status.FAILED, self.failures[-1][1]
+        else:
+            own, text = (Status.SKIPPED, "") if len(self.skipped) > skipped else (Status.PASSED, "")
         for status, title, said in self.harness_run.elsewhere(test, own, text):
             (self.errors if status == Status.ERROR else self.failures).append((test, said))
             if self.showAll:
@@ -131,11 +128,10 @@ class _Result(unittest.TextTestResult):
         stop_if_exit(err[1])  # pytest.exit() in a TestCase test: the run stops
         self.harness_seen = True
         super().addError(test, err)
-        from harness.runner.results import class_error_in_process
-        from harness.shared.status import Status
+        from harness.runner.results import is_class_error
 
-        if class_error_in_process(test):  # a plain class's set-up that raised: no stopTest comes for it
-            self._add_elsewhere(test, (Status.ERROR, self.errors[-1][1]))
+        if is_class_error(test):  # under torchrun the other launched processes show it, should they need to
+            self.harness_run.class_error(test, self.errors[-1][1])
 
     def addExpectedFailure(self, test: unittest.TestCase, err: Any) -> None:
         self.harness_seen = True

@@ -89,15 +89,35 @@ class TestPlainTestsUnderTorchrun(TorchrunCase):
         # rank 1's setUpClass fails, so it skips a test rank 0 runs: rank 0 says so at that test, without waiting
         # for an outcome that never comes, and the run goes on to its end
         text = self.launch(FX_PART="1")
-        self.assertIn("launched rank 1 ended setUpClass (tests.fixtures.fx_between_ranks."
-                      "TestInAClassSetUpThatFailsOnRank1) (error) where rank 0 ended tests.fixtures.fx_between_ranks."
+        self.assertIn("launched rank 1 ended tests.fixtures.fx_between_ranks.TestInEachProcess."
+                      "test_fails_in_launched_rank_1 where rank 0 ended tests.fixtures.fx_between_ranks."
                       "TestInAClassSetUpThatFailsOnRank1.test_only_where_set_up: the launched processes no longer run "
                       "the same tests", text)
         # the set-up's own error, as rank 1 raised it, in rank 0's report (the job's)
-        self.assertIn("setUpClass (tests.fixtures.fx_between_ranks.TestInAClassSetUpThatFailsOnRank1) on launched "
-                      "rank 1:\nTraceback", text)
+        self.assertIn("what raised in launched rank 1's process is below\n\nsetUpClass (tests.fixtures.fx_between_ranks."
+                      "TestInAClassSetUpThatFailsOnRank1) on launched rank 1:\nTraceback", text)
         self.assertIn("RuntimeError: set-up fails on rank 1", text)
         self.assertIn("[exit code 1]", text)
+
+    @nightly("the parting of plain tests by test_processes_that_part_ways_are_named_at_once; the store's keys by "
+             "tests.unit.test_job_store")
+    def test_a_class_on_the_ranks_whose_set_up_failed_on_one_rank_is_no_pass(self):
+        # rank 1 goes on to TestZStillWorks, whose all_reduce meets rank 0's in TestOnRanks...: the same collectives,
+        # so the bodies "pass"; the results say which test each rank ran, and the job stops there
+        out = self.run_cmd([*TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "harness", SCRIPT, "-k",
+                            "TestOnRanksAfter", "-k", "TestZStillWorks"], _env(self.tmpdir, HARNESS_TIMEOUT="60",
+                                                                                FX_PART="1"), timeout=120)
+        self.assertNothingLeft()
+        text = out.stdout + out.stderr
+        self.assertRegex(text, r"ERROR +\S+TestOnRanksAfterASetUpThatFailsOnRank1\.test_on_ranks ")
+        self.assertIn("launched rank 1 ran tests.fixtures.fx_between_ranks.TestZStillWorks.test_after_all_that where "
+                      "rank 0 ran tests.fixtures.fx_between_ranks.TestOnRanksAfterASetUpThatFailsOnRank1.test_on_ranks: "
+                      "the launched processes no longer run the same tests", text)
+        self.assertIn("RuntimeError: set-up of the ranks' class fails on rank 1", text)
+        # the next test of the job's ranks does not run on processes that parted
+        self.assertRegex(text, r"SKIP +\S+TestZStillWorks\.test_after_all_that +.*the job cannot go on: the launched "
+                               r"processes no longer run the same tests")
+        self.assertNotEqual(out.returncode, 0)
 
 
 @nightly("placement under torchrun: the same choose_placement the unit tests check")

@@ -16,7 +16,7 @@ from harness.shared.pytest_outcomes import StrictXPass, xfail_reason
 from harness.shared.status import BAD, ExitCode, Status
 
 __all__ = ["Problem", "Entry", "Listener", "RunnerResult", "Counts", "counts", "exit_code", "interrupt_reason",
-           "uses_ranks", "class_error_in_process"]
+           "uses_ranks", "is_class_error"]
 
 
 @dataclasses.dataclass
@@ -125,19 +125,12 @@ def uses_ranks(test: Any) -> bool:
     return issubclass(cls, MultiProcessTestCase) and not getattr(cls, "_harness_local", False)
 
 
-def class_error_in_process(test: Any) -> bool:
-    """``test`` is unittest's stand-in for a ``setUpClass`` or ``tearDownClass`` that raised (an ``_ErrorHolder``,
-    "setUpClass (mod.Class)") of a class whose tests run in this process (not on the harness's ranks): under
-    torchrun it ran in each launched process, as those tests do, and its outcome is agreed as theirs is."""
+def is_class_error(test: Any) -> bool:
+    """``test`` is unittest's stand-in for a class or module set-up or tear-down that raised (an ``_ErrorHolder``:
+    "setUpClass (mod.Class)"), which has no stopTest of its own."""
     description = getattr(test, "description", None)
-    if type(test).__module__ != "unittest.suite" or not isinstance(description, str):
-        return False
-    kind, _, inner = description.partition(" (")
-    if kind not in ("setUpClass", "tearDownClass"):
-        return False
-    module, _, name = inner.rstrip(")").rpartition(".")
-    cls = getattr(sys.modules.get(module), name, None)
-    return isinstance(cls, type) and issubclass(cls, unittest.TestCase) and not uses_ranks(cls)
+    return type(test).__module__ == "unittest.suite" and isinstance(description, str) and \
+        description.partition(" (")[0] in ("setUpClass", "tearDownClass", "setUpModule", "tearDownModule")
 
 
 def _split_id(test: Any) -> tuple[str, str, str]:
@@ -335,8 +328,8 @@ class RunnerResult(unittest.TestResult):
         entry = self._entry_for(test)
         entry.status = Status.ERROR
         entry.problems.append(Problem(Status.ERROR, entry.test_id, self._last_text(self.errors)))
-        if class_error_in_process(test):  # no stopTest comes for it
-            self._add_elsewhere(test, entry)
+        if is_class_error(test):  # under torchrun the other launched processes show it, should they need to
+            self.harness_run.class_error(test, entry.problems[-1].text)
 
     def addSkip(self, test: Any, reason: str) -> None:
         self._outcome_seen = True

@@ -112,9 +112,10 @@ class BodyEnded:
 
 @dataclasses.dataclass
 class Done:
-    """The test is over on this rank."""
+    """The test is over on this rank (``test_id``: which test, where ranks could be at different ones: torchrun's)."""
 
     result: RankResult
+    test_id: str = ""
 
 
 # ---- to a rank ----------------------------------------------------------------------------------

@@ -109,6 +109,11 @@ class Worlds(abc.ABC):
         it; spawned pools: only this process ran it, so ``[]``)."""
         return []
 
+    def note_class_error(self, test_id: str, text: str) -> None:
+        """A class or module set-up (or tear-down) raised in this process (``test_id``: unittest's "setUpClass
+        (mod.Class)"): under torchrun the other launched processes show it should they find this one at another
+        test; spawned pools: nothing to tell."""
+
     @abc.abstractmethod
     def world(self, world_size: int, placement: Placement, conf: Settings) -> tuple[World, bool]:
         """The world for a test, and whether its ranks ran a test before (False: started for it)."""

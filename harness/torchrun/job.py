@@ -43,7 +43,7 @@ from harness.shared.grace import PeerGrace, Trouble
 from harness.torchrun.desync import DesyncWatch
 from harness.torchrun.job_store import (Collectives, Ended, Example, JobOver, JobStore, Keys, Leaving, Outcome, Seed,
                                         Steps, TempDir)
-from harness.shared.outcome import KILLED, PASSED, TIMEOUT, RankResult, tidy_stack
+from harness.shared.outcome import ERROR, KILLED, PASSED, TIMEOUT, RankResult, tidy_stack
 from harness.shared.placement import Placement, choose_placement
 from harness.shared.status import BAD
 from harness.shared.protocol import BodyEnded, Done, Go, Meet, Stop, Task, meeting_call, teardown_call
@@ -240,18 +240,34 @@ class LaunchedJob(World, Worlds):
                               f"within {wait_s:g} s of rank {self.rank} ending it (it runs in each launched process, "
                               "not on the job's ranks): it is still in it, or it is gone (torchrun's summary says)"))
             elif theirs.test_id != test_id:
-                shown = theirs.status in _BAD_OUTCOMES and bool(theirs.text)  # (a set-up that failed there only)
-                said = (f"launched rank {r} ended {theirs.test_id}{f' ({theirs.status})' if shown else ''} where rank "
-                        f"{self.rank} ended {test_id}: the launched processes no longer run the same tests (a class or "
-                        "module set-up that failed in some of them only?), so the job's later verdicts cannot be "
-                        "trusted; " + ("its error is below" if shown else "run the file without torchrun to see it"))
-                if shown:
-                    said += f"\n\n{theirs.test_id} on launched rank {r}:\n{theirs.text}"
-                found.append(("error", title, said))
+                found.append(("error", title, self._parted_text(r, theirs.test_id, test_id, ran=False)))
             elif theirs.status in _BAD_OUTCOMES:
                 found.append((theirs.status, title, f"{theirs.status} on launched rank {r} of {self.world_size} (the "
                               f"test runs in each launched process; rank {self.rank}: {status}):\n{theirs.text}"))
         return found
+
+    def note_class_error(self, test_id: str, text: str) -> None:
+        """A class or module set-up (or tear-down) raised in this process (``test_id``: unittest's "setUpClass
+        (mod.Class)"): posted for the other ranks, which show it should they find this process at another test
+        than theirs (it went on to the next class, where the ones whose set-up passed run this class's tests)."""
+        if self.world_size == 1:
+            return
+        n = self.store.ticket(Keys.class_errors(self.rank))
+        self.store.post(Keys.class_error(self.rank, n), Outcome(test_id, "error", text))
+
+    def _parted_text(self, r: int, theirs: str, ours: str, ran: bool) -> str:
+        """Launched rank ``r`` was at test ``theirs`` where this one was at ``ours``, with the set-ups that raised in
+        its process (note_class_error), the likely reason, below."""
+        errors = [self.store.read_posted(Keys.class_error(r, n))
+                  for n in range(1, self.store.count(Keys.class_errors(r)) + 1)]
+        errors = [e for e in errors if e is not None]
+        said = (f"launched rank {r} {'ran' if ran else 'ended'} {theirs} where rank {self.rank} "
+                f"{'ran' if ran else 'ended'} {ours}: the launched processes no longer run the same tests (a class or "
+                "module set-up that failed in some of them only?), so the job's later verdicts cannot be trusted; ")
+        if not errors:
+            return said + "run the file without torchrun to see why"
+        said += f"what raised in launched rank {r}'s process is below"
+        return said + "".join(f"\n\n{e.test_id} on launched rank {r}:\n{e.text}" for e in errors)
 
     # ---- World: one test ---------------------------------------------------------------------------
 
@@ -342,8 +358,8 @@ class LaunchedJob(World, Worlds):
             faulthandler.enable(file=self._crash_stream, all_threads=True)  # whatever the test did to it
         result.arrived = arrival.known()
         self._post_ended(keys, result.status)  # (a test without a tearDown of its own: its body ended with it)
-        self.store.post(keys.result(self.rank), Done(result))
-        results = self._collect(keys, grace.wait_for_results(timeout))
+        self.store.post(keys.result(self.rank), Done(result, test_id))
+        results = self._collect(keys, grace.wait_for_results(timeout), test_id)
         if any(r.is_bad for r in results):
             self._share_collectives(keys, results)
         self.active = None
@@ -442,11 +458,21 @@ class LaunchedJob(World, Worlds):
         self.store.post(keys.ended(self.rank), Ended(status, recorder.own_dump(self.rank)))
         self.store.ticket(keys.ended_posts)
 
-    def _collect(self, keys: Keys, wait_s: float) -> list[RankResult]:
-        """Every rank's result from the store; short polls so SIGTERM from torchrun is handled at once."""
+    def _collect(self, keys: Keys, wait_s: float, test_id: str) -> list[RankResult]:
+        """Every rank's result from the store; short polls so SIGTERM from torchrun is handled at once. A rank that
+        ran another test at this step (its class's set-up failed there alone, so it went on to the next) gets an
+        error that says so in place of its result, the same on every rank, and the job goes no further."""
         results = []
         for r, done in enumerate(self._await_posted(keys.results(self.world_size), wait_s)):
-            if done is not None:
+            if done is not None and done.test_id and done.test_id != test_id:
+                results.append(RankResult(rank=r, status=ERROR, exc_type="HarnessError",
+                                          message=self._parted_text(r, done.test_id, test_id, ran=True),
+                                          arrived=done.result.arrived))
+                self.parted = self.parted or test_id
+                if not self.poisoned:
+                    self.poisoned = (f"the job cannot go on: the launched processes no longer run the same tests "
+                                     f"(launched rank {r} ran {done.test_id} where this one ran {test_id})")
+            elif done is not None:
                 results.append(done.result)
             else:
                 results.append(RankResult(rank=r, status=TIMEOUT, arrived=_NEVER_ARRIVED,
@@ -530,10 +556,10 @@ class LaunchedJob(World, Worlds):
         except Exception:
             pass
         result.arrived = arrived
-        self.store.post(cur.keys.result(self.rank), Done(result))
+        self.store.post(cur.keys.result(self.rank), Done(result, cur.test_id))
         if self.rank == 0:
             # The main thread is stuck, so report from here, then end the job.
-            results = self._collect(cur.keys, cur.grace.wait_for_results(timeout=0.0))  # the limit is past
+            results = self._collect(cur.keys, cur.grace.wait_for_results(timeout=0.0), cur.test_id)  # the limit is past
             self._share_collectives(cur.keys, results)
             verdict = judge(results, Facts(cur.test_id, self.world_size, self.placement))
             write_to_real_stderr(f"\nERROR: {cur.test_id}\n{verdict.text}\n\nharness: ending the job "

@@ -24,7 +24,9 @@ ranks; ``t9``: its step)::
 
     t9/outcome/<rank>           Outcome(test_id, ...)  how the test ended in that rank's process
 
-and, for the whole job, ``exit/<rank>`` (Leaving: that rank is about to exit) and ``done`` (JobOver).
+and, for the whole job, ``exit/<rank>`` (Leaving: that rank is about to exit), ``done`` (JobOver), and
+``class_error/<rank>/<n>`` (Outcome: a class or module set-up that raised in that rank's process, counted in
+``class_errors/<rank>``), which a rank that finds another at a different test shows (harness.torchrun.job).
 """
 from __future__ import annotations
 
@@ -212,6 +214,17 @@ class Keys:
     @staticmethod
     def leaving(rank: int) -> str:
         return f"exit/{rank}"
+
+    @staticmethod
+    def class_error(rank: int, n: int) -> str:
+        """The ``n``-th class or module set-up (or tear-down) that raised in ``rank``'s process (Outcome): no step of
+        its own, so that a process whose set-up failed there alone is not a step behind for it."""
+        return f"class_error/{rank}/{n}"
+
+    @staticmethod
+    def class_errors(rank: int) -> str:
+        """A counter: how many set-ups raised in ``rank``'s process (:meth:`class_error`)."""
+        return f"class_errors/{rank}"
 
 
 class Steps:

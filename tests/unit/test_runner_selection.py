@@ -140,28 +140,21 @@ class TestTargets(unittest.TestCase):
         self.assertIn(target, str(cm.exception))
 
 
-class TestClassErrorInProcess(unittest.TestCase):
-    """class_error_in_process: a set-up or tear-down of a class whose tests run in this process (agreed between
-    launched processes under torchrun, as its tests are), told from one whose tests run on the harness's ranks."""
+class TestIsClassError(unittest.TestCase):
+    """is_class_error: unittest's stand-in for a class's or module's set-up or tear-down that raised, which has no
+    stopTest of its own (under torchrun it is posted for the other launched processes)."""
 
-    def holder(self, kind: str, cls: type) -> unittest.TestCase:
-        return unittest.suite._ErrorHolder(f"{kind} ({cls.__module__}.{cls.__qualname__})")
+    def test_the_stand_ins(self):
+        from harness.runner.results import is_class_error
 
-    def test_a_plain_class(self):
-        from harness.runner.results import class_error_in_process
-        from tests.fixtures.fx_between_ranks import TestInAClassSetUpThatFailsOnRank1 as Plain
+        for kind in ("setUpClass", "tearDownClass", "setUpModule", "tearDownModule"):
+            self.assertTrue(is_class_error(unittest.suite._ErrorHolder(f"{kind} (tests.fixtures.T)")), kind)
 
-        self.assertTrue(class_error_in_process(self.holder("setUpClass", Plain)))
-        self.assertTrue(class_error_in_process(self.holder("tearDownClass", Plain)))
+    def test_not_a_test_nor_another_holder(self):
+        from harness.runner.results import is_class_error
 
-    def test_a_class_on_the_harnesss_ranks_a_module_and_a_test_are_not(self):
-        from harness.runner.results import class_error_in_process
-        from tests.fixtures.fx_between_ranks import TestCSkipOnOneRank as OnRanks
-
-        self.assertFalse(class_error_in_process(self.holder("setUpClass", OnRanks)))
-        self.assertFalse(class_error_in_process(unittest.suite._ErrorHolder("setUpModule (tests.fixtures)")))
-        self.assertFalse(class_error_in_process(unittest.suite._ErrorHolder("setUpClass (no.such.Class)")))
-        self.assertFalse(class_error_in_process(self))
+        self.assertFalse(is_class_error(self))
+        self.assertFalse(is_class_error(unittest.suite._ErrorHolder("something (else)")))
 
 
 if __name__ == "__main__":
