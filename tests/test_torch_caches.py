@@ -50,7 +50,7 @@ class TestOnAGpu(FixtureTestCase):
     """On CUDA tensors (shared GPUs under auto on a machine with fewer than 4): sharded tensors on the groups the
     tests make, and DTensor's backward, which runs in autograd's thread for the GPU, whose caches must be emptied
     too."""
-    ARGS = [f"{MOD}.TestShardedTensor", f"{MOD}.TestBackward", "-v"]
+    ARGS = [f"{MOD}.TestShardedTensor", f"{MOD}.TestBackward", f"{MOD}.TestRandom", "-v"]
     ENV = {"HARNESS_DEVICE": "auto", "CUDA_VISIBLE_DEVICES": None}
 
     @classmethod
@@ -68,6 +68,12 @@ class TestOnAGpu(FixtureTestCase):
         rows += self.r.rank_lines("SHARDED")
         self.assertEqual(len(rows), 8 + 12, self.r.describe())
         self.assertEqual(len({row["pid"] for row in rows}), 4, self.r.describe())
+
+    def test_dtensors_rng_tracker_is_made_afresh_in_each_test(self):
+        # as in a fresh process: no tracker when the test starts, and one made by its first random op
+        rows = self.r.rank_lines("RANDOM")
+        self.assertEqual(len(rows), 4, self.r.describe())
+        self.assertEqual({(row["fresh"], row["tracker"]) for row in rows}, {("True", "True")}, self.r.describe())
 
     def test_nothing_left_behind(self):
         self.check_nothing_left()

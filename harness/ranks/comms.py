@@ -137,12 +137,17 @@ def forget_destroyed_groups() -> None:
     the same shape gets outputs on the old mesh, and their first collective fails with "Could not
     resolve the process group registered under the name N" (torch 2.11 with CUDA available makes a new
     group even for a 1-D mesh over the world; every version does for a 2-D mesh). A fresh process has
-    empty caches; so does a reused rank after this.
+    empty caches; so does a reused rank after this. DTensor's RNG tracker goes too: a fresh process has none.
     """
     import sys
 
     if "torch.distributed.tensor" not in sys.modules:
         return  # nothing imported DTensor, so nothing was cached
+    random = sys.modules.get("torch.distributed.tensor._random")
+    if getattr(random, "_rng_tracker", None) is not None:
+        # DTensor's RNG tracker (made by the first random op on a GPU mesh, its seed broadcast from rank 0; a test
+        # may turn its distribute region off): a fresh process has none, and the next test makes its own
+        random._rng_tracker = None
     try:
         from torch.distributed.tensor._api import DTensor
 
