@@ -16,13 +16,18 @@ from harness.ranks.comms import ProcessGroupKeeper, forget_destroyed_groups
 from harness.shared.protocol import group_timeout
 
 
+def world_of_one(test: unittest.TestCase) -> ProcessGroupKeeper:
+    """A keeper for this process as the one rank of a world, on a FileStore of the test's own."""
+    if dist.is_initialized():
+        test.skipTest("a default group is already up in this process")
+    d = tempfile.mkdtemp(prefix="distharness-keeper-")
+    test.addCleanup(shutil.rmtree, d, ignore_errors=True)
+    return ProcessGroupKeeper(lambda: dist.FileStore(os.path.join(d, "store"), 1), 0, 1)
+
+
 class TestGroupNames(unittest.TestCase):
     def test_next_default_group_is_named_0_after_a_failed_init(self):
-        if dist.is_initialized():
-            self.skipTest("a default group is already up in this process")
-        d = tempfile.mkdtemp(prefix="distharness-names-")
-        self.addCleanup(shutil.rmtree, d, ignore_errors=True)
-        keeper = ProcessGroupKeeper(lambda: dist.FileStore(os.path.join(d, "store"), 1), 0, 1)
+        keeper = world_of_one(self)
         saved = c10d._world.group_count
         c10d._world.group_count = 1  # what an init_process_group that raised while connecting leaves behind
         try:
@@ -35,11 +40,7 @@ class TestGroupNames(unittest.TestCase):
 
 class TestEachTestsStore(unittest.TestCase):
     def test_a_key_an_earlier_test_left_is_not_there(self):
-        if dist.is_initialized():
-            self.skipTest("a default group is already up in this process")
-        d = tempfile.mkdtemp(prefix="distharness-store-")
-        self.addCleanup(shutil.rmtree, d, ignore_errors=True)
-        keeper = ProcessGroupKeeper(lambda: dist.FileStore(os.path.join(d, "store"), 1), 0, 1)
+        keeper = world_of_one(self)
         self.addCleanup(keeper.release)
         self.assertFalse(keeper.ensure("gloo", group_timeout(60)))  # the first test: a group made for it
         c10d._get_default_store().set("left", "by the first test")  # as a group torch names by its ranks does
