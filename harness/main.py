@@ -131,7 +131,7 @@ class _Result(unittest.TextTestResult):
         from harness.runner.results import is_class_error
 
         if is_class_error(test):  # under torchrun the other launched processes show it, should they need to
-            self.harness_run.class_error(test, self.errors[-1][1])
+            self.harness_run.class_error(test.id(), self.errors[-1][1])
 
     def addExpectedFailure(self, test: unittest.TestCase, err: Any) -> None:
         self.harness_seen = True

@@ -232,6 +232,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             _run(item.config).notes.skip_seen(instance, str(rep.longrepr[2]).removeprefix("Skipped: "))
     if call.when == "call" or (call.when == "setup" and not rep.passed):  # once a test, on every launched rank
         _add_elsewhere(item, rep)
+    if call.when == "setup" and rep.failed and not _in_process(item):  # (its class's set-up, say: it takes no step)
+        _run(item.config).class_error(f"the set-up of {item.nodeid}", str(rep.longrepr))
     found = item.stash.get(_UPSTREAM, None)
     if call.when == "call" and found is not None:
         rep.sections.append(("harness", found.line()))

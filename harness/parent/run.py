@@ -99,14 +99,15 @@ class Run:
         # the others may end it later than this process did: up to the run's timeout (HARNESS_TIMEOUT) later
         return self.worlds.agree(test.id(), str(status), text, self.settings.timeout_for(None))
 
-    def class_error(self, test: Any, text: str) -> None:
-        """A class or module set-up (or tear-down) raised here (``test``: unittest's stand-in for it, an ``_ErrorHolder``;
-        ``text``: its traceback). Under torchrun the other launched processes may go on without this one at that
-        class's tests: they show it when they find this process at another test (LaunchedJob.note_class_error)."""
+    def class_error(self, what: str, text: str) -> None:
+        """A class or module set-up (or tear-down) raised here (``what``: unittest's "setUpClass (mod.Class)", or the
+        pytest item whose set-up failed; ``text``: its traceback). Under torchrun the other launched processes may go
+        on without this one at that class's tests: they show it when they find this process at another test
+        (LaunchedJob.note_class_error)."""
         from harness.shared.launcher import launched
 
         if launched():
-            self.worlds.note_class_error(test.id(), text)
+            self.worlds.note_class_error(what, text)
 
     def attach(self, result: Any) -> Any:
         """Give ``result`` (unittest's result object) this run; returns it."""

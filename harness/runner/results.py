@@ -329,7 +329,7 @@ class RunnerResult(unittest.TestResult):
         entry.status = Status.ERROR
         entry.problems.append(Problem(Status.ERROR, entry.test_id, self._last_text(self.errors)))
         if is_class_error(test):  # under torchrun the other launched processes show it, should they need to
-            self.harness_run.class_error(test, entry.problems[-1].text)
+            self.harness_run.class_error(test.id(), entry.problems[-1].text)
 
     def addSkip(self, test: Any, reason: str) -> None:
         self._outcome_seen = True
