@@ -152,6 +152,10 @@ class _Result(unittest.TextTestResult):
         self.harness_seen = True
         super().addSkip(test, reason)
         self.harness_run.notes.skip_seen(test, reason)
+        from harness.runner.results import is_class_error
+
+        if is_class_error(test):  # (in this process only, maybe: its tests then run in the others alone)
+            self.harness_run.class_error(test.id(), f"skipped: {reason}")
 
     def add_reported(self, test: unittest.TestCase, status: Any, reason: str = "", texts: Any = (),
                      record: Any = None, output: str = "") -> None:  # noqa: ARG002 - the runner's result's call

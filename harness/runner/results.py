@@ -126,8 +126,8 @@ def uses_ranks(test: Any) -> bool:
 
 
 def is_class_error(test: Any) -> bool:
-    """``test`` is unittest's stand-in for a class or module set-up or tear-down that raised (an ``_ErrorHolder``:
-    "setUpClass (mod.Class)"), which has no stopTest of its own."""
+    """``test`` is unittest's stand-in for a class or module set-up or tear-down that raised or skipped (an
+    ``_ErrorHolder``: "setUpClass (mod.Class)"), which has no stopTest of its own."""
     description = getattr(test, "description", None)
     return type(test).__module__ == "unittest.suite" and isinstance(description, str) and \
         description.partition(" (")[0] in ("setUpClass", "tearDownClass", "setUpModule", "tearDownModule")
@@ -336,6 +336,8 @@ class RunnerResult(unittest.TestResult):
         super().addSkip(test, reason)
         self.harness_run.notes.skip_seen(test, reason)  # "needs a GPU or NCCL" in a test the harness did not run itself
         entry = self._entry_for(test, Status.SKIPPED)  # a class or module skipped in its set-up is a skip
+        if is_class_error(test):  # (in this process only, maybe: its tests then run in the others alone)
+            self.harness_run.class_error(test.id(), f"skipped: {reason}")
         if isinstance(test, unittest.case._SubTest):
             entry.sub_skipped.append((test._subDescription(), reason))
             self.listener.subtest_done(Status.SKIPPED, test._subDescription(), reason)
