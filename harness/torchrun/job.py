@@ -468,8 +468,7 @@ class LaunchedJob(World, Worlds):
                 results.append(RankResult(rank=r, status=ERROR, exc_type="HarnessError",
                                           message=self._parted_text(r, done.test_id, test_id, ran=True),
                                           arrived=done.result.arrived))
-                self.parted = self.parted or test_id
-                if not self.poisoned:
+                if not self.poisoned:  # (agree exchanges nothing more either: it looks at this too)
                     self.poisoned = (f"the job cannot go on: the launched processes no longer run the same tests "
                                      f"(launched rank {r} ran {done.test_id} where this one ran {test_id})")
             elif done is not None:
