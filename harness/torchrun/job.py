@@ -389,14 +389,8 @@ class LaunchedJob(World, Worlds):
                 meeting.start(Trouble(time.monotonic(), self.rank, f"it {_WENT[outcome.status]} here", True))
             others = [r for r in range(self.world_size) if r != self.rank]
             while True:
-                at = {self.rank: index}
-                left = set()
-                for r in others:
-                    if self.store.has(keys.result(r)):
-                        left.add(r)
-                    elif self.store.has(keys.meet(index, r)):
-                        at[r] = index  # there, or already past it (it saw every rank there)
-                call = meeting_call(self.world_size, at, left)
+                there, left = self.store.at_meeting(keys, index, others)
+                call = meeting_call(self.world_size, {r: index for r in (self.rank, *there)}, left)
                 if isinstance(call, Go):
                     return
                 if isinstance(call, Stop):
@@ -409,7 +403,7 @@ class LaunchedJob(World, Worlds):
                             went = _WENT.get(theirs.outcome.status, "failed")
                             meeting.start(Trouble(now, r, f"it {went} on rank {r}", True))
                 elif meeting.over(now):
-                    raise HarnessError(meeting.never_finished([r for r in others if r not in at], outcome.label))
+                    raise HarnessError(meeting.never_finished([r for r in others if r not in there], outcome.label))
                 time.sleep(0.02)
 
         return meet

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from typing import Any
+from typing import Any, Iterable
 
 __all__ = ["TempDir", "Seed", "Example", "Collectives", "Ended", "Blocked", "Look", "Outcome", "Leaving", "JobOver", "Keys",
            "Steps", "JobStore"]
@@ -287,6 +287,31 @@ class JobStore:
     def read_posted(self, key: str) -> Any:
         """The message at ``key`` if it is there, else None (no waiting)."""
         return self.read(key) if self.has(key) else None
+
+    def at_meeting(self, keys: Keys, index: int, ranks: Iterable[int]) -> tuple[set[int], set[int]]:
+        """Which of ``ranks`` reached run_subtests' meeting ``index`` of the step (there, or already past it), and
+        which left the test without reaching it (its result is posted); a rank in neither is still inside the
+        combination.
+
+        A rank posts its meeting before its result, so the result is read first and the meeting after: a fast
+        peer that got through the meeting on this rank's post and ended its test between two looks counts as
+        there, not as gone (the other order of reads took it for a rank that left, and stopped the test).
+
+        Example::
+
+            store.post(keys.meet(2, 1), Meet(2, outcome)); store.post(keys.result(1), Done(result))
+            store.at_meeting(keys, 2, [1])    # ({1}, set()): it was there, then ended its test
+            store.at_meeting(keys, 3, [1])    # (set(), {1}): it ended without reaching meeting 3
+        """
+        at: set[int] = set()
+        left: set[int] = set()
+        for r in ranks:
+            ended = self.has(keys.result(r))
+            if self.has(keys.meet(index, r)):
+                at.add(r)
+            elif ended:
+                left.add(r)
+        return at, left
 
     def ticket(self, counter: str) -> int:
         """The next number of ``counter`` (1, 2, ...): the store hands each out once, whichever rank asks,

@@ -109,6 +109,30 @@ class TestJobStore(unittest.TestCase):
         self.assertEqual(rank0.ticket(Keys(5).arrivals), 1)  # each test counts its own
 
 
+class TestAtMeeting(unittest.TestCase):
+    """Who reached a run_subtests meeting, read from the store by a rank waiting there."""
+
+    def test_a_peer_that_got_through_the_meeting_and_ended_its_test_was_there(self):
+        # a fast peer: it met this rank's post, went on, and posted its result before this rank looked again;
+        # taken for a rank that left, it stopped a passing test ("rank 1 left the test ... while this rank waited")
+        store, keys, passed = _store(), Keys(3), SubtestOutcome(params={}, status=PASSED)
+        store.post(keys.meet(2, 0), Meet(2, passed))
+        store.post(keys.meet(2, 1), Meet(2, passed))
+        store.post(keys.result(1), Done(RankResult(rank=1, status=PASSED)))
+        self.assertEqual(store.at_meeting(keys, 2, [1]), ({1}, set()))
+
+    def test_a_peer_that_ended_without_reaching_the_meeting_left(self):
+        store, keys, passed = _store(), Keys(3), SubtestOutcome(params={}, status=PASSED)
+        store.post(keys.meet(1, 1), Meet(1, passed))
+        store.post(keys.result(1), Done(RankResult(rank=1, status=FAILED)))
+        self.assertEqual(store.at_meeting(keys, 2, [1]), (set(), {1}))
+
+    def test_a_peer_still_inside_the_combination_is_neither(self):
+        store, keys, passed = _store(), Keys(3), SubtestOutcome(params={}, status=PASSED)
+        store.post(keys.meet(2, 1), Meet(2, passed))
+        self.assertEqual(store.at_meeting(keys, 2, [1, 2]), ({1}, set()))
+
+
 class TestArrivalOrder(unittest.TestCase):
     """Under torchrun a rank's result carries its place in the order of failures (RankResult.arrived), so the
     verdict names the rank that failed first, not the lowest rank (tests/test_torchrun.py runs it for real)."""
