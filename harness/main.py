@@ -76,10 +76,11 @@ class _Result(unittest.TextTestResult):
     #: the test running, and whether it has an outcome yet (pytest.exit() may stop it before it has one)
     harness_test: Any = None
     harness_seen = False
+    _harness_started = False  # between startTest and stopTest
 
     def startTest(self, test: unittest.TestCase) -> None:
         self.harness_run.notes.test_class_seen(test)
-        self.harness_test, self.harness_seen = test, False
+        self.harness_test, self.harness_seen, self._harness_started = test, False, True
         self._harness_before = (len(self.failures), len(self.errors), len(self.skipped))
         from harness.runner.results import uses_ranks
 
@@ -88,6 +89,7 @@ class _Result(unittest.TextTestResult):
         super().startTest(test)
 
     def stopTest(self, test: unittest.TestCase) -> None:
+        self._harness_started = False
         super().stopTest(test)
         from harness.runner.results import uses_ranks
 
@@ -149,6 +151,10 @@ class _Result(unittest.TextTestResult):
                                                        "stopped here"))
 
     def addSkip(self, test: unittest.TestCase, reason: str) -> None:
+        from harness.runner.results import skipped_unstarted
+
+        if skipped_unstarted(test, self._harness_started):
+            self.startTest(test)
         self.harness_seen = True
         super().addSkip(test, reason)
         self.harness_run.notes.skip_seen(test, reason)

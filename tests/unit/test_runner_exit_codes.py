@@ -116,3 +116,49 @@ class TestUsage(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class _Skipped(unittest.TestCase):
+    @unittest.skip("not on this machine")
+    def test_skipped(self):
+        pass
+
+    def test_passes(self):
+        pass
+
+
+class TestASkipWithoutAStart(unittest.TestCase):
+    """Python 3.12.1's unittest skips a test marked ``@skip`` (or of a class so marked) without calling
+    ``startTest``, yet calls ``stopTest`` after it (3.11, 3.12.0, 3.12.2 and later start it). Each result gives
+    the same lines and counts as on every other Python: one skip, no error, the skipped test counted as run."""
+
+    def skip_as_3_12_1_does(self, result: unittest.TestResult) -> None:
+        test = _Skipped("test_skipped")
+        result.addSkip(test, "not on this machine")
+        result.stopTest(test)
+        passing = _Skipped("test_passes")
+        passing.run(result)
+
+    def test_the_runners_result(self):
+        from harness.runner.results import RunnerResult
+
+        result = RunnerResult(_Listener(), buffer=False, failfast=False, keep_output=False)
+        self.skip_as_3_12_1_does(result)
+        self.assertEqual([(e.test_id.rpartition(".")[2], e.status, e.reason, e.real) for e in result.entries],
+                         [("test_skipped", Status.SKIPPED, "not on this machine", True),
+                          ("test_passes", Status.PASSED, "", True)])
+        self.assertEqual((result.testsRun, result.errors, len(result.skipped)), (2, [], 1))
+        self.assertEqual(exit_code(result.entries), ExitCode.OK)
+
+    def test_run_tests_result(self):
+        from harness.main import _Result
+        from harness.parent.run import Run
+
+        out = io.StringIO()
+        result = _Result(unittest.runner._WritelnDecorator(out), True, 2)
+        result.harness_run = Run()
+        self.skip_as_3_12_1_does(result)
+        self.assertEqual((result.testsRun, result.errors, result.failures, len(result.skipped)), (2, [], [], 1))
+        self.assertIn("test_skipped (", out.getvalue())
+        self.assertIn("skipped 'not on this machine'", out.getvalue())
+

@@ -366,7 +366,10 @@ class TestNamesRealFilesImport(unittest.TestCase):
                 with self.subTest(decorator=decorator, cls=cls.__name__):
                     result = unittest.TestResult()
                     unittest.defaultTestLoader.loadTestsFromTestCase(cls).run(result)
-                    self.assertEqual(([why for _, why in result.skipped], result.testsRun), (expected, 1))
+                    # (Python 3.12.1's unittest does not count a skipped test in testsRun)
+                    ran = max(result.testsRun, len(result.skipped))
+                    self.assertEqual(([why for _, why in result.skipped], ran, result.wasSuccessful()),
+                                     (expected, 1, True))
 
     def test_capabilities_as_upstreams(self):
         from torch.testing._internal import common_device_type as up
