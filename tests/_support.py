@@ -272,7 +272,20 @@ def finish_fixture(proc: subprocess.Popen, token: str, tmpdir: str, started: flo
                 kinds[kind] = round(kinds.get(kind, 0.0) + cpu, 2)
             f.write(json.dumps({"args": list(proc.args)[1:], "seconds": round(seconds, 2), "processes": len(seen),
                                 "cpu": round(sum(c for c, _ in seen.values()), 2), "kinds": kinds}) + "\n")
-    return FixtureRun(list(proc.args), proc.returncode, stdout, stderr, seconds, left, leftover_temp)
+    return FixtureRun(list(proc.args), proc.returncode, unittest_names(stdout), unittest_names(stderr), seconds, left,
+                      leftover_temp)
+
+
+#: a test as Python 3.10's unittest names it in its lines: ``test_x (mod.Class)``, at a line's start or after "FAIL: "
+_OLD_NAME = re.compile(r"^(\s*|(?:FAIL|ERROR|UNEXPECTED SUCCESS): )(\w+) \(((?:\w+\.)+[A-Z_]\w*)\)", re.M)
+
+
+def unittest_names(text: str) -> str:
+    """unittest's lines as Python 3.11 on writes them (``test_x (mod.Class.test_x) ... ok``), on every Python, so that
+    the checks read one format: 3.10 leaves the method out of the parentheses."""
+    if sys.version_info >= (3, 11):
+        return text
+    return _OLD_NAME.sub(lambda m: f"{m[1]}{m[2]} ({m[3]}.{m[2]})", text)
 
 
 def run_fixture(args: list[str], env: dict[str, str] | None = None, runner: str = "unittest",

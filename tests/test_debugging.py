@@ -90,7 +90,10 @@ class TestBreakpointInARank(OnTerminal):
         self.type("l", "breakpoint()", 1)
         time.sleep(4)  # twice HARNESS_TIMEOUT at the prompt: nothing stops the ranks
         self.term.sendline("n")
-        self.term.expect("after the breakpoint on rank 1")  # what the rank prints while debugged: live
+        # Python 3.13's breakpoint() stops at its own line, earlier ones at the line after it: one step more there
+        if self.term.expect(["after the breakpoint on rank 1", PROMPT.format(1)]) == 1:
+            self.term.sendline("n")
+            self.term.expect("after the breakpoint on rank 1")  # what the rank prints while debugged: live
         self.prompt(1)
         self.term.sendline("c")
         rest = self.finish()

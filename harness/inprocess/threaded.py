@@ -458,6 +458,17 @@ def _run_thread_ranks(body: Any, world_size: int, limit: float, test_id: str) ->
     return outcomes
 
 
+def _add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)``, which the traceback prints below the message; Python 3.10 has no notes, so there the
+    note goes at the end of the message itself (its first argument, where that is text)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    elif exc.args and isinstance(exc.args[0], str):
+        exc.args = (f"{exc.args[0]}\n{note}", *exc.args[1:])
+    else:
+        exc.args = (*exc.args, note)
+
+
 def _raise_first(outcomes: dict[int, BaseException | None], world_size: int, test_id: str) -> None:
     """Raise the failure of the lowest failing rank, one a peer's failure did not cause if there is one."""
     from harness.inprocess.threaded_pg import CollectiveError
@@ -467,8 +478,8 @@ def _raise_first(outcomes: dict[int, BaseException | None], world_size: int, tes
         own = {rank: exc for rank, exc in failures.items() if not isinstance(exc, CollectiveError)}
         rank, exc = min((own or failures).items())
         others = sorted(set(failures) - {rank})
-        exc.add_note(f"{test_id}: thread rank {rank} of {world_size} (spawn_threads_and_init_comms)"
-                     + (f"; rank(s) {others} failed too" if others else ""))
+        _add_note(exc, f"{test_id}: thread rank {rank} of {world_size} (spawn_threads_and_init_comms)"
+                  + (f"; rank(s) {others} failed too" if others else ""))
         raise exc
     skips = [exc for exc in outcomes.values() if pytest_outcomes.is_skip(exc)]
     if len(skips) == world_size:

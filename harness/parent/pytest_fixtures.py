@@ -197,10 +197,9 @@ def _ini_section(path: Path) -> dict[str, Any] | None:
     """The pytest section of one configuration file, or None when it has none (pytest's rules for which counts)."""
     try:
         if path.name == "pyproject.toml":
-            import tomllib
+            from harness.shared.config import toml_file
 
-            with path.open("rb") as f:
-                tool = tomllib.load(f).get("tool", {}).get("pytest", None)
+            tool = toml_file(path).get("tool", {}).get("pytest", None)
             if tool is None:
                 return None
             section = tool.get("ini_options", tool)

@@ -18,6 +18,10 @@ import time
 from typing import Any
 
 from harness.ranks import collective_calls
+
+#: pathlib's accessor on Python 3.10 (``Path.open`` calls its ``open``, io.open as bound when pathlib was imported);
+#: None from 3.11, whose ``Path.open`` calls io.open itself
+_PATH_ACCESSOR = getattr(__import__("pathlib"), "_NormalAccessor", None)
 from harness.shared.faults import Fault, attempt_env, ordinal
 
 __all__ = ["Trigger", "arm", "InjectedFault"]
@@ -103,6 +107,8 @@ class Trigger:
         self._open = real_open
         builtins.open = open
         io.open = open
+        if _PATH_ACCESSOR is not None:  # Python 3.10's Path.open (DCP's file writes) calls the io.open it bound at import
+            _PATH_ACCESSOR.open = staticmethod(open)
 
     def write_through(self, path: str, hits: list[tuple[int, Fault]], size: int) -> None:
         """``size`` bytes are about to go to ``path``: raise the fault's OSError where it is due."""
@@ -143,6 +149,8 @@ class Trigger:
         if self._open is not None:
             builtins.open = self._open
             io.open = self._open
+            if _PATH_ACCESSOR is not None:
+                _PATH_ACCESSOR.open = self._open
             self._open = None
         seen = {}
         for i, f in self.mine:  # the calls each fault counted (by the user's name of its op, aliases resolved)

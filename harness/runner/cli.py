@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Sequence
 
-from harness.shared.config import DEVICE_CHOICES, VARIABLES, variables
+from harness.shared.config import DEVICE_CHOICES, VARIABLES, toml_file, variables
 from harness.shared.errors import UsageError
 from harness.parent.hypothesis_support import PROFILES
 from harness.runner.selection import FILE_PATTERNS
@@ -64,7 +64,6 @@ def project_file_patterns(root: Path) -> tuple[str, ...] | None:
         python_files = ["test_*.py", "*_test.py", "check_*.py"]
     """
     import configparser
-    import tomllib
 
     def split(value: object, where: str) -> tuple[str, ...]:
         items = value.split() if isinstance(value, str) else value
@@ -76,9 +75,8 @@ def project_file_patterns(root: Path) -> tuple[str, ...] | None:
     pyproject = root / "pyproject.toml"
     if pyproject.is_file():
         try:
-            with open(pyproject, "rb") as f:
-                table = tomllib.load(f).get("tool", {}).get("distharness", {})
-        except tomllib.TOMLDecodeError as exc:
+            table = toml_file(pyproject).get("tool", {}).get("distharness", {})
+        except ValueError as exc:
             raise UsageError(f"{pyproject}: cannot read it: {exc}") from None
         if "python_files" in table:
             return split(table["python_files"], f"{pyproject} [tool.distharness]")

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from harness.shared.errors import UsageError
 
-__all__ = ["Variable", "VARIABLES", "Settings", "settings", "variables",
+__all__ = ["Variable", "VARIABLES", "Settings", "settings", "variables", "toml_file",
            "DEVICE_CHOICES", "ENV_CHANGED_CHOICES", "DEFAULT_TIMEOUT"]
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "nccl", "cuda-shared")
@@ -259,3 +259,17 @@ def configure(**values: Any) -> Settings:
                      f"harness.parent.run.Run(harness.shared.config.settings({shown})) and hand it to the tests "
                      "(run.attach(result)), or set the HARNESS_* variables, or pass the runner's flags "
                      "(--device, --timeout)")
+
+
+def toml_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A TOML file (a project's ``pyproject.toml``, whose ``[tool.distharness]`` and ``[tool.pytest.ini_options]``
+    the runner reads) as a dict. Raises ValueError for a file that is not TOML (tomllib's TOMLDecodeError is one).
+
+    Python 3.10 has no ``tomllib``: there it is the ``tomli`` package, which the install brings on that Python.
+    """
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    with open(path, "rb") as f:
+        return tomllib.load(f)

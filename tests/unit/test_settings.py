@@ -22,7 +22,9 @@ class _Clean(unittest.TestCase):
 
     def setUp(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-        self.enterContext(mock.patch.dict(os.environ, env, clear=True))
+        patched = mock.patch.dict(os.environ, env, clear=True)  # (no enterContext: Python 3.10 has none)
+        patched.start()
+        self.addCleanup(patched.stop)
 
     def env(self, **values: str) -> None:
         os.environ.update({f"HARNESS_{k.upper()}": v for k, v in values.items()})
