@@ -280,6 +280,11 @@ def finish_fixture(proc: subprocess.Popen, token: str, tmpdir: str, started: flo
 _OLD_NAME = re.compile(r"^(\s*|(?:FAIL|ERROR|UNEXPECTED SUCCESS): )(\w+) \(((?:\w+\.)+[A-Z_]\w*)\)", re.M)
 
 
+#: unittest writes a line for each subtest that failed or was skipped (``  test_x (...) (a=2) ... skipped 'why'``): Python
+#: 3.11 on; 3.10 writes the outcome alone, after the test's own line
+SUBTEST_LINES = sys.version_info >= (3, 11)
+
+
 def unittest_names(text: str) -> str:
     """unittest's lines as Python 3.11 on writes them (``test_x (mod.Class.test_x) ... ok``), on every Python, so that
     the checks read one format: 3.10 leaves the method out of the parentheses."""

@@ -72,9 +72,15 @@ class TestRunTestsRunsWhatPytestRuns(FixtureTestCase):
     def verdicts(self) -> dict[str, tuple[tuple[str, ...], str]]:
         words = {"ok": PASSED, "FAIL": FAILED, "ERROR": ERROR, "expected failure": XFAILED}
         found: dict[str, tuple[tuple[str, ...], str]] = {}
-        for m in re.finditer(r"^(?:\w+ \(__main__\.(\w+)\.(\w+)\)|\S+?\.py::(.+?)) \.\.\. (.*)$", self.r.stderr, re.M):
-            name = m.group(3) or f"{m.group(1)}::{m.group(2)}"
-            said = m.group(4).strip()
+        # (Python 3.10 writes a test's second outcome alone on the next line: "ERROR" after "... FAIL")
+        name = None
+        for m in re.finditer(r"^(?:(?:\w+ \(__main__\.(\w+)\.(\w+)\)|\S+?\.py::(.+?)) \.\.\. (.*)|(FAIL|ERROR))$",
+                             self.r.stderr, re.M):
+            if m.group(5) is None:
+                name = m.group(3) or f"{m.group(1)}::{m.group(2)}"
+            elif name is None:
+                continue
+            said = (m.group(4) or m.group(5)).strip()
             if said.startswith("skipped "):
                 outcome, why = SKIPPED, said[len("skipped "):].strip("'\"")
             else:

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import unittest
 
-from tests._support import nightly, REPO, base_env, fixture_line, gpus
+from tests._support import nightly, REPO, base_env, fixture_line, gpus, unittest_names
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 # the fixture module tests/test_trust.py runs on reused ranks; here each torchrun process is one rank
@@ -47,7 +47,9 @@ class TorchrunCase(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.tmpdir, True)
 
     def run_cmd(self, cmd: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+        out.stdout, out.stderr = unittest_names(out.stdout), unittest_names(out.stderr)
+        return out
 
     def assertNothingLeft(self) -> None:
         self.assertEqual(_leftovers(self.tmpdir), [])
@@ -171,7 +173,7 @@ class TestStandalone(TorchrunCase):
         cls.job_dir = tempfile.mkdtemp(prefix="distharness-torchrun-")
         out = subprocess.run([*TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "-v", *cls.JOB], cwd=REPO,
                              env=_env(cls.job_dir), capture_output=True, text=True, timeout=300)
-        cls.job = (out.returncode, out.stdout + out.stderr, _leftovers(cls.job_dir))
+        cls.job = (out.returncode, unittest_names(out.stdout + out.stderr), _leftovers(cls.job_dir))
         shutil.rmtree(cls.job_dir, ignore_errors=True)
 
     def test_rank0_reports_for_every_rank(self):

@@ -129,6 +129,7 @@ class _RankResultCollector(unittest.TestResult):
         self.recorder = recorder
         self.rank = rank
         self.notice = notice
+        self._early: set[int] = set()  # the errors take_early saw (ids of their exceptions)
 
     def _problem(self, err: Any) -> None:
         exc = err[1] if err[1] is not None else err[0]()
@@ -157,12 +158,38 @@ class _RankResultCollector(unittest.TestResult):
             pass
 
     def addError(self, test: Any, err: Any) -> None:
+        if self._taken_early(err):
+            return
         self._problem(err)
         self._tell_parent()
 
     def addFailure(self, test: Any, err: Any) -> None:
+        if self._taken_early(err):
+            return
         self._problem(err)
         self._tell_parent()
+
+    def take_early(self, test: Any) -> None:
+        """Before tearDown: the outcome of setUp and the body as far as unittest holds it back. Python 3.10's
+        unittest keeps it in ``test._outcome`` (``errors``, ``skipped``) until tearDown and the cleanups ran, and
+        reports it after them; 3.11 on reports it at once, and has neither list. Taken here, the peers hear of a
+        failure before this rank's tearDown, on every Python (a peer stuck waiting for this rank is let go
+        after the grace, not the timeout); unittest's later report of the same error is not counted twice."""
+        outcome = getattr(test, "_outcome", None)
+        for case, exc_info in list(getattr(outcome, "errors", ())):
+            if case is test and exc_info is not None and id(exc_info[1]) not in self._early:
+                self._early.add(id(exc_info[1]))
+                self._problem(exc_info)
+                self._tell_parent()
+        for case, reason in list(getattr(outcome, "skipped", ())):
+            if case is test and self.skip_reason is None:
+                self.skip_reason = reason
+
+    def _taken_early(self, err: Any) -> bool:
+        if id(err[1]) in self._early:
+            self._early.discard(id(err[1]))
+            return True
+        return False
 
     def addSkip(self, test: Any, reason: str) -> None:
         self.skip_reason = reason
@@ -219,6 +246,7 @@ def _teardown_after_every_body(test: Any, collector: _RankResultCollector, body_
         if waited:
             return
         waited.append(True)
+        collector.take_early(test)
         if collector.problems:
             status = collector.problems[0][0]
         elif collector.xfail_reason is not None:

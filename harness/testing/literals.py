@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import dis
+import inspect
 import os
 from typing import Any
 
@@ -34,8 +35,33 @@ def _ordinal(frame: Any, method: str) -> int:
     return count
 
 
+def _qualname(frame: Any) -> tuple[str, int]:
+    """The qualified name of the frame's function, and 0; on Python 3.10, whose code objects do not have it, the
+    method's class is found through ``self`` (the class whose attribute, unwrapped, runs this code); else the bare
+    name and its first line in the file as it was imported (an earlier literal rewritten above it in the same run
+    moves it: found by name, that is the last resort)."""
+    code = frame.f_code
+    qualname = getattr(code, "co_qualname", None)
+    if qualname:
+        return qualname, 0
+    owner = frame.f_locals.get("self")
+    for klass in type(owner).__mro__ if owner is not None else ():
+        fn = vars(klass).get(code.co_name)
+        if callable(fn) and getattr(inspect.unwrap(fn), "__code__", None) is code:
+            return f"{klass.__qualname__}.{code.co_name}", 0
+    return code.co_name, code.co_firstlineno
+
+
 def _function(tree: ast.AST, qualname: str, firstlineno: int) -> Any:
-    """The def with this qualified name (``Class.method``, ``f.<locals>.g``)."""
+    """The def with this qualified name (``Class.method``, ``f.<locals>.g``). ``firstlineno`` (Python 3.10, whose
+    code objects have no qualified name): ``qualname`` is the bare name, and the def is the one of that name whose
+    first line (its first decorator's) is that line."""
+    if firstlineno:
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == qualname \
+                    and min([n.lineno, *(d.lineno for d in n.decorator_list)]) == firstlineno:
+                return n
+        return None
     scope: list[Any] = [tree]
     node: Any = None
     for part in [p for p in qualname.split(".") if p != "<locals>"]:
@@ -76,7 +102,7 @@ def _literal(actual: str) -> str:
 
 
 def _rewrite(path: str, qualname: str, ordinal: int, method: str, actual: str,
-             keyword: str | None = None) -> int | None:
+             keyword: str | None = None, firstlineno: int = 0) -> int | None:
     """Write ``actual`` as the literal of that call; its line (now), or None where the call cannot be found.
 
     ``keyword``: the literal of that keyword argument (a device's pin), added after the call's last argument where
@@ -91,7 +117,7 @@ def _rewrite(path: str, qualname: str, ordinal: int, method: str, actual: str,
         try:
             src = f.read()
             tree = ast.parse(src)
-            function = _function(tree, qualname, 0)
+            function = _function(tree, qualname, firstlineno)
             calls = _calls(function, method) if function is not None else []
             if not 0 <= ordinal < len(calls):
                 return None
@@ -144,10 +170,10 @@ def accept(frame: Any, method: str, actual: str, expect: str, fail: Any, keyword
     _ACCEPTED[where] = actual
     if actual == expect:
         return None
-    qualname = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+    qualname, firstlineno = _qualname(frame)
     line = None
     if os.path.isfile(path):
-        line = _rewrite(path, qualname, _ordinal(frame, method), method, actual, keyword)
+        line = _rewrite(path, qualname, _ordinal(frame, method), method, actual, keyword, firstlineno=firstlineno)
     if line is None and keyword is not None:
         fail(f"EXPECTTEST_ACCEPT: the {method} call at {path}:{frame.f_lineno} was not found in the file as it is "
              f"now, so its {keyword}= pin cannot be written; write it by hand:\n{keyword}={_literal(actual)}")
