@@ -103,6 +103,19 @@ class _Threads:
             self.outputs = None
 
 
+def _before_threads() -> None:
+    """What torch sets up once per process on first use, without a lock, done in the main thread before the thread
+    ranks start. On a CUDA build without a usable GPU, the first FakeTensorMode (DTensor's sharding propagation,
+    FSDP2's ``fully_shard``) installs a no-op CUDA device guard (``torch._C._ensureCUDADeviceGuardSet``, as
+    ``FakeTensorMode.__enter__`` does); two thread ranks doing it at once crashed the process with torch 2.11's CUDA
+    build (a segfault in 2 of 10 runs of a two-rank ``fully_shard``)."""
+    import torch
+
+    ensure = getattr(torch._C, "_ensureCUDADeviceGuardSet", None)
+    if ensure is not None and torch.version.cuda and not torch.cuda.is_available():
+        ensure()
+
+
 def spawn_threads(test: Any) -> None:
     """Start ``test``'s thread ranks (upstream's ``_spawn_threads``): called from ``setUp``, in the main thread."""
     from harness.inprocess import threaded_pg
@@ -123,6 +136,7 @@ def spawn_threads(test: Any) -> None:
     method = getattr(type(test), name)
     threads = []
     outputs = (_ThreadOutput(sys.stdout), _ThreadOutput(sys.stderr))
+    _before_threads()
     for rank in range(world_size):
         thread = threading.Thread(target=_thread_rank, name=f"{test.id()} [rank {rank}/{world_size}]",
                                   args=(test, method, rank, world_size, store, world, results, outputs),
@@ -435,6 +449,7 @@ def _run_thread_ranks(body: Any, world_size: int, limit: float, test_id: str) ->
             _drop_thread_modes()
             threaded_pg.unbind()
 
+    _before_threads()
     with threaded_pg.installed(world):
         store = _hash_store()
         threads = [threading.Thread(target=rank_main, args=(rank, store), daemon=True,
