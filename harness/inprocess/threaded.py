@@ -103,12 +103,13 @@ class _Threads:
             self.outputs = None
 
 
+@functools.lru_cache(maxsize=None)
 def _before_threads() -> None:
     """What torch sets up once per process on first use, without a lock, done in the main thread before the thread
     ranks start. On a CUDA build without a usable GPU, the first FakeTensorMode (DTensor's sharding propagation,
     FSDP2's ``fully_shard``) installs a no-op CUDA device guard (``torch._C._ensureCUDADeviceGuardSet``, as
     ``FakeTensorMode.__enter__`` does); two thread ranks doing it at once crashed the process with torch 2.11's CUDA
-    build (a segfault in 2 of 10 runs of a two-rank ``fully_shard``)."""
+    build (a segfault in 2 of 10 runs of a two-rank ``fully_shard``). The guard is the process's: once is enough."""
     import torch
 
     ensure = getattr(torch._C, "_ensureCUDADeviceGuardSet", None)

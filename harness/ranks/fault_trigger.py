@@ -12,19 +12,20 @@ import fnmatch
 import io
 import json
 import os
+import pathlib
 import signal
 import threading
 import time
 from typing import Any
 
 from harness.ranks import collective_calls
-
-#: pathlib's accessor on Python 3.10 (``Path.open`` calls its ``open``, io.open as bound when pathlib was imported);
-#: None from 3.11, whose ``Path.open`` calls io.open itself
-_PATH_ACCESSOR = getattr(__import__("pathlib"), "_NormalAccessor", None)
 from harness.shared.faults import Fault, attempt_env, ordinal
 
 __all__ = ["Trigger", "arm", "InjectedFault"]
+
+#: pathlib's accessor on Python 3.10 (``Path.open`` calls its ``open``, io.open as bound when pathlib was imported);
+#: None from 3.11, whose ``Path.open`` calls io.open itself
+_PATH_ACCESSOR = getattr(pathlib, "_NormalAccessor", None)
 
 
 class InjectedFault(RuntimeError):

@@ -340,7 +340,7 @@ class RunnerResult(unittest.TestResult):
             self.harness_run.class_error(test.id(), entry.problems[-1].text)
 
     def addSkip(self, test: Any, reason: str) -> None:
-        if skipped_unstarted(test, self._current is not None and self._current.test_id == _split_id(test)[0]):
+        if skipped_unstarted(test, self._current is not None):
             self.startTest(test)
         self._outcome_seen = True
         super().addSkip(test, reason)
