@@ -6,7 +6,8 @@ a rank forked from a process that already imported it is ready in tens of millis
 rank code preloaded: a separate process that imports them and nothing else (no GPU touched, no process
 group, no parallel op, no thread), started early in the run so that its imports overlap the parent's,
 and asked for a fork per rank. The forkserver passes each rank's pipe and exit status back as it does for
-any ``multiprocessing`` process, so the pool starts, watches and stops a forked rank as a spawned one.
+any ``multiprocessing`` process, so the pool starts, watches and stops a forked rank as a spawned one
+(its status read once for every thread that asks: harness.parent.exit_status).
 
 A forked rank must be the rank a spawn makes. What differs between the two is put right in the rank,
 first thing (:class:`RankStart`): a spawned child inherits the parent's environment and stdout/stderr as
@@ -39,6 +40,8 @@ import tempfile
 import threading
 import time
 from typing import Any
+
+from harness.parent import exit_status
 
 __all__ = ["PRELOAD", "BY_REQUEST", "RankStart", "context", "warm", "tell", "stop", "broken", "note", "unavailable",
            "adopt", "owned_dir", "remove_owned"]
@@ -196,7 +199,7 @@ def _tracker_pid() -> int | None:
 def context(use_template: bool = True) -> tuple[multiprocessing.context.BaseContext, str]:
     """The context to start ranks with: the template's, or spawn and why ("" when forked, or when
     ``use_template`` is False: HARNESS_TEMPLATE=0 asked for spawn, and needs no note)."""
-    spawn = multiprocessing.get_context("spawn")
+    spawn = exit_status.context("spawn")
     if not use_template:
         return spawn, ""
     why = unavailable() or _state["broken"]
@@ -214,7 +217,7 @@ def context(use_template: bool = True) -> tuple[multiprocessing.context.BaseCont
     if why:
         return spawn, why
     tell()  # the template forks nothing before it has the list
-    return multiprocessing.get_context("forkserver"), ""
+    return exit_status.context("forkserver"), ""
 
 
 def tell(wanted: list[str] | None = None) -> None:

@@ -192,12 +192,10 @@ def start_runner(job: Any, client_pid: int, fds: tuple[int | None, int, int] | N
     round's ``Round``) with the environment ``env`` and the fds ``fds`` (0, 1, 2; this process's by default),
     watching ``client_pid`` (it stops its ranks and ends when that process is gone). ``progress``: a file in
     which it keeps the test it runs, read if it dies (harness.runner.progress)."""
-    import multiprocessing
-
-    from harness.parent import template
+    from harness.parent import exit_status, template
 
     fds = fds or (_stdin_fd(), 1, 2)
-    ctx = multiprocessing.get_context("forkserver")
+    ctx = exit_status.context("forkserver")
     parent_end, child_end = ctx.Pipe(duplex=True)
     start = template.RankStart.of_fds(dict(os.environ if env is None else env), fds)
     proc = ctx.Process(target=runner_main, name="harness-runner",
