@@ -199,6 +199,11 @@ def instantiate_parametrized_tests(generic_cls: type) -> type:
         instantiate_parametrized_tests(TestSum)        # TestSum.test_sum_n_1, TestSum.test_sum_n_4
     """
     if not isinstance(generic_cls, type):
+        wrapped = getattr(generic_cls, "__wrapped__", None)
+        if isinstance(wrapped, type):
+            raise UsageError(f"instantiate_parametrized_tests({wrapped.__name__}): a decorator of the class replaced "
+                             f"it with a function ({generic_cls!r}), whose tests would never run: decorate the "
+                             "class with one that returns the class")
         raise UsageError(f"instantiate_parametrized_tests({generic_cls!r}): give the test class")
     for attr in list(dir(generic_cls)):
         generic = getattr(generic_cls, attr, None)

@@ -93,26 +93,43 @@ def skipDeviceIf(cond: Any, msg: str, *, device: str) -> Callable[[Any], Any]:
     ``cond`` false the method is left as it was. Unlike ``common_device_type.skipCUDAIf`` this reads ``self.device``,
     not the device type a device-type test was instantiated for.
 
+    On a class it skips each of the class's tests the same way; a class without ``device`` runs on the machine's
+    accelerator (``cuda`` where there is one, else ``cpu``). (Upstream's turns the class into a function: its
+    tests vanish on every device, and a later ``instantiate_parametrized_tests`` of it finds no class.)
+
     Example::
 
         @skipCUDAIf(not SM90OrLater, "needs sm90")
         def test_x(self): ...
     """
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def decorate(fn: Any) -> Any:
         if not cond:
             return fn
-
-        @functools.wraps(fn)
-        def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if not hasattr(self, "device"):
-                raise AttributeError(f"{type(self).__name__}.{fn.__name__}: skip{device.upper()}If reads self.device, "
-                                     "which this test class does not have; in a device-type test use "
-                                     "common_device_type's decorator of the same name")
-            if str(self.device) == device:
-                raise unittest.SkipTest(msg)
-            return fn(self, *args, **kwargs)
-        return checked
+        if isinstance(fn, type):
+            for name in dir(fn):
+                method = getattr(fn, name, None)
+                if name.startswith("test") and callable(method):
+                    setattr(fn, name, _skipped_on(method, msg, device, on_class=True))
+            return fn
+        return _skipped_on(fn, msg, device, on_class=False)
     return decorate
+
+
+def _skipped_on(fn: Callable[..., Any], msg: str, device: str, on_class: bool) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if hasattr(self, "device"):
+            runs_on = str(self.device)
+        elif on_class:
+            runs_on = "cuda" if torch.cuda.is_available() else "cpu"
+        else:
+            raise AttributeError(f"{type(self).__name__}.{fn.__name__}: skip{device.upper()}If reads self.device, "
+                                 "which this test class does not have; in a device-type test use "
+                                 "common_device_type's decorator of the same name")
+        if runs_on == device:
+            raise unittest.SkipTest(msg)
+        return fn(self, *args, **kwargs)
+    return checked
 
 
 skipCUDAIf = functools.partial(skipDeviceIf, device="cuda")

@@ -440,6 +440,61 @@ class TestNamesRealFilesImport(unittest.TestCase):
         NoDevice("test_x").run(result)
         self.assertIn("reads self.device", result.errors[0][1])
 
+    def test_inductor_device_skip_of_a_class_keeps_the_class(self):
+        # upstream's turns the class into a function: its tests vanish, and instantiate_parametrized_tests of it
+        # (test_fully_shard_comm's TestFullyShardSymmMem) fails to collect the whole file under a strict port
+        from harness import instantiate_parametrized_tests, parametrize
+
+        ran = []
+
+        @inductor_utils.skipCUDAIf(True, "needs sm90")
+        class OnCuda(unittest.TestCase):
+            device = "cuda"
+
+            @parametrize("n", [1, 2])
+            def test_p(self, n):
+                ran.append(("cuda", n))
+
+        @inductor_utils.skipCUDAIf(True, "needs sm90")
+        class OnCpu(unittest.TestCase):
+            device = "cpu"
+
+            def test_x(self):
+                ran.append("cpu")
+
+        @inductor_utils.skipCUDAIf(True, "needs sm90")
+        class OnTheMachine(unittest.TestCase):  # no device: the machine's accelerator
+            def test_x(self):
+                ran.append("machine")
+
+        self.assertIsInstance(OnCuda, type)
+        instantiate_parametrized_tests(OnCuda)
+        result = unittest.TestResult()
+        for cls in (OnCuda, OnCpu, OnTheMachine):
+            unittest.defaultTestLoader.loadTestsFromTestCase(cls).run(result)
+        self.assertEqual(result.errors + result.failures, [])
+        on_cuda = torch.cuda.is_available()
+        self.assertEqual(ran, ["cpu"] + ([] if on_cuda else ["machine"]))
+        self.assertEqual([why for _, why in result.skipped], ["needs sm90"] * (3 if on_cuda else 2))
+
+    def test_instantiating_a_class_a_decorator_replaced_says_so(self):
+        import functools
+
+        from harness import instantiate_parametrized_tests
+        from harness.errors import UsageError
+
+        class TestX(unittest.TestCase):
+            def test_x(self):
+                pass
+
+        @functools.wraps(TestX)
+        def replaced(*args, **kwargs):
+            return TestX(*args, **kwargs)
+
+        with self.assertRaisesRegex(UsageError, r"instantiate_parametrized_tests\(TestX\): a decorator of the class "
+                                                r"replaced it with a function"):
+            instantiate_parametrized_tests(replaced)
+
     def test_inductor_flags_follow_the_machine(self):
         from torch.utils._triton import has_triton
 
