@@ -49,7 +49,7 @@ step all 420 env DISTHARNESS_NIGHTLY=1 HARNESS_DEVICE=auto "$PY" run_tests.py --
 LANE1=$!
 step torchrun 150 "$PY" -m torch.distributed.run --standalone --nproc-per-node 2 run_tests.py -v
 if [ -d upstream_samples ]; then
-  step upstream 240 "$PY" tools/compare_upstream.py upstream_samples --limit 60 --out "$OUT/upstream"
+  step upstream 240 "$PY" tools/compare_upstream.py upstream_samples --limit 60 --budget 210 --out "$OUT/upstream"
 else
   case " $STEPS " in *" upstream "*) echo "=== upstream: skipped (no upstream_samples/ folder of PyTorch's test/distributed files)";; esac
 fi
