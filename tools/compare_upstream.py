@@ -135,8 +135,8 @@ def compare(folder: str, out: str, limit: float, budget: float | None = None) ->
     began, not_run = time.monotonic(), []
     try:
         for rel in files:
-            if budget is not None and time.monotonic() - began + 2 * limit > budget:
-                not_run.append(rel)  # both sides may take their limit: the budget would not hold
+            if budget is not None and time.monotonic() - began + 2 * (limit + _INTERRUPT_GRACE_S) > budget:
+                not_run.append(rel)  # both sides may take their limit and the interrupt's grace: over the budget
                 continue
             stem = rel.replace(os.sep, "_").removesuffix(".py")
             up = _pytest(os.path.join(up_dir, rel), os.path.join(out, f"{stem}.upstream.xml"), False, limit, env)
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=float, default=300.0, help="seconds each file may take on each side")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds for the whole comparison: no file starts that could take it past them "
-                             "(both sides at --limit); those left are listed")
+                             "(both sides at --limit, each interrupted then); those left are listed")
     args = parser.parse_args(argv)
     return compare(os.path.abspath(args.folder), os.path.abspath(args.out), args.limit, args.budget)
 
