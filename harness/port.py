@@ -9,6 +9,8 @@ import importlib.util
 import os
 import sys
 
+from harness.port_lost_imports import attribute_chain, lost_imports
+
 __all__ = ["MAPPING", "RENAMED", "NAMESPACES", "GONE", "KEPT", "kept", "PortResult", "port_source", "private_imports", "offered",
            "check", "main"]
 
@@ -171,6 +173,9 @@ class PortResult:
     new: str
     mapped: list[str]  # "module.name" moved to harness (``from harness import``, a harness.upstream_modules namespace)
     unmapped: list[str]  # "module.name (line N)" left as upstream imports: the harness has no counterpart
+    #: "torch.a.b (reads torch.a.b.Name)": torch submodules upstream's harness had imported for the file, now
+    #: imported by the port itself (harness.port_lost_imports)
+    added: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def diff(self) -> str:
@@ -200,14 +205,8 @@ def _import_line(module: str, names: list[str], indent: str) -> str:
 
 def _dotted(node: ast.AST) -> str | None:
     """``a.b.c`` for an attribute chain on a name; None for anything else."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
+    chain = attribute_chain(node)
+    return ".".join(chain) if chain else None
 
 
 def _uses(tree: ast.AST, bound: str) -> tuple[set[str], list[ast.AST]]:
@@ -384,9 +383,28 @@ def port_source(source: str, path: str = "<string>") -> PortResult:
     for index, start, end, text in sorted(spans, reverse=True):
         raw = lines[index].encode("utf-8")  # ast's columns count bytes
         lines[index] = (raw[:start] + text.encode("utf-8") + raw[end:]).decode("utf-8")
+    added: list[str] = []
+    if edits:
+        lost = lost_imports(_applied(lines, edits))
+        if lost:
+            # after the last rewritten import at the top level, else after the file's last top-level import
+            top = [e for e in edits if not lines[e[0]].startswith((" ", "\t"))]
+            at = (max(top)[1] if top else
+                  max((n.end_lineno or n.lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))),
+                      default=0))
+            extra = "".join(f"import {m}  # imported by torch.testing._internal before the port\n" for m in lost)
+            edits.append((at, at, extra))
+            added = [f"{m} (reads {read})" for m, read in lost.items()]
     for start, end, text in sorted(edits, reverse=True):
         lines[start:end] = [text]
-    return PortResult(path, source, "".join(lines), mapped, unmapped)
+    return PortResult(path, source, "".join(lines), mapped, unmapped, added)
+
+
+def _applied(lines: list[str], edits: list[tuple[int, int, str]]) -> str:
+    out = list(lines)
+    for start, end, text in sorted(edits, reverse=True):
+        out[start:end] = [text]
+    return "".join(out)
 
 
 def _python_files(paths: list[str]) -> list[str]:
@@ -484,6 +502,9 @@ def main(argv: list[str] | None = None) -> int:
         verb = "would move" if args.dry_run else "moved"
         print(f"{path}: {verb} {len(result.mapped)} names to harness"
               + (f" (written to {target})" if target != path and not args.dry_run else ""), file=sys.stderr)
+        for item in result.added:
+            print(f"{path}: {'would import' if args.dry_run else 'imported'} {item}: upstream's harness had "
+                  "imported it for the file", file=sys.stderr)
         if result.unmapped:
             print(f"{path}: {len(result.unmapped)} not mapped (left as upstream imports; the harness has no "
                   "counterpart):", file=sys.stderr)

@@ -3,6 +3,8 @@
 Checked on strings in this process; tests/compat/test_compat_port.py runs the command on a file and runs the result.
 """
 import os
+import subprocess
+import sys
 import unittest
 
 from harness.port import port_source, private_imports
@@ -68,6 +70,43 @@ class TestPortSource(unittest.TestCase):
     def test_indented_import_keeps_its_indent(self):
         r = port_source("if True:\n    from torch.testing._internal.common_utils import run_tests\n")
         self.assertEqual(r.new, "if True:\n    from harness import run_tests\n")
+
+
+class TestSubmodulesUpstreamImported(unittest.TestCase):
+    """A file that reads a torch submodule which only upstream's harness had imported for it gets that import."""
+
+    SOURCE = ("import torch._dynamo\n"
+              "from torch.testing._internal.common_distributed import skip_if_lt_x_gpu\n"
+              "\n"
+              "class TestX(torch._dynamo.test_case.TestCase):\n"
+              "    pass\n")
+
+    def test_it_is_imported_after_the_rewritten_imports(self):
+        r = port_source(self.SOURCE)
+        self.assertEqual(r.new, "import torch._dynamo\n"
+                                "from harness import skip_if_lt_x_gpu\n"
+                                "import torch._dynamo.test_case  # imported by torch.testing._internal before the port\n"
+                                "\n"
+                                "class TestX(torch._dynamo.test_case.TestCase):\n"
+                                "    pass\n")
+        self.assertEqual(r.added, ["torch._dynamo.test_case (reads torch._dynamo.test_case.TestCase)"])
+        # the ported file imports (without the added line: AttributeError, no attribute 'test_case')
+        proc = subprocess.run([sys.executable, "-c", r.new], capture_output=True, text=True, cwd=REPO, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+
+    def test_submodules_loaded_anyway_are_left_alone(self):
+        source = ("import torch\n"
+                  "from torch.distributed.fsdp import FullyShardedDataParallel\n"
+                  "from torch.testing._internal.common_fsdp import FSDPTest\n"
+                  "x = torch.nn.functional.relu, torch.distributed.fsdp._runtime_utils\n")
+        r = port_source(source)
+        self.assertEqual(r.added, [])
+        self.assertNotIn("# imported by torch.testing._internal", r.new)
+
+    def test_a_file_the_port_leaves_alone_gets_nothing(self):
+        source = "import torch._dynamo\nclass TestX(torch._dynamo.test_case.TestCase):\n    pass\n"
+        r = port_source(source)
+        self.assertEqual((r.new, r.added), (source, []))
 
 
 class TestModuleImports(unittest.TestCase):
