@@ -275,6 +275,62 @@ def _why_not(module: str, name: str) -> str:
     return f"{module}.{name}: {why}" if why else f"{module}.{name}"
 
 
+def _free_names(tree: ast.AST) -> set[str]:
+    """The names the file reads but never binds itself (nor Python's builtins): what a star import supplies."""
+    import builtins
+
+    read: set[str] = set()
+    bound: set[str] = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update(a.asname or a.name.split(".")[0] for a in node.names if a.name != "*")
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+    return read - bound
+
+
+def _star_names(tree: ast.AST, module: str) -> set[str] | None:
+    """The names the file takes from ``from module import *``: those it reads, never binds, and the installed
+    upstream module defines (upstream's modules have no ``__all__``: a star import gives every public name)."""
+    defined = _installed_names(module)
+    if defined is None:
+        return None
+    return {name for name in _free_names(tree) if name in defined and not name.startswith("_")}
+
+
+def _star_import(tree: ast.AST, module: str) -> tuple[str, list[str]] | None:
+    """``(namespace, names)`` where the namespace of ``module`` offers every name the file takes from its star
+    import; None where it does not (or that cannot be told)."""
+    namespace = NAMESPACES.get(module)
+    names = _star_names(tree, module)
+    if namespace is None or names is None or names - offered(module):
+        return None
+    return namespace, sorted(names)
+
+
+def _star_why_not(tree: ast.AST, module: str, line: int) -> str:
+    names = _star_names(tree, module)
+    namespace = NAMESPACES.get(module)
+    if kept(module):
+        why = f"kept: {kept(module)}"
+    elif namespace is None:
+        why = "a module the harness has no namespace for; import the names from harness instead"
+    elif names is None:
+        why = "the installed torch's module cannot be read to tell which names it gives"
+    else:
+        why = (f"uses {', '.join(sorted(names - offered(module)))}, which harness.upstream_modules.{namespace} "
+               "does not offer")
+    return f"from {module} import * (line {line}): {why}"
+
+
 def _binds_torch(tree: ast.AST, but: ast.AST) -> bool:
     for node in ast.walk(tree):
         if node is not but and isinstance(node, ast.Import) and any(
@@ -339,6 +395,16 @@ def port_source(source: str, path: str = "<string>") -> PortResult:
         if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(_UPSTREAM) or node.level:
             continue
         module = node.module or ""
+        if any(a.name == "*" for a in node.names):
+            star = _star_import(tree, module)
+            if star is None:
+                unmapped.append(_star_why_not(tree, module, node.lineno))
+                continue
+            first = lines[node.lineno - 1]
+            edits.append((node.lineno - 1, node.end_lineno or node.lineno,
+                          f"{first[:len(first) - len(first.lstrip())]}from {_NAMESPACE_PACKAGE}.{star[0]} import *\n"))
+            mapped += [f"{module}.{name}" for name in star[1]]
+            continue
         provided = MAPPING.get(module, frozenset())
         to_harness: list[ast.alias] = []
         to_namespace: list[ast.alias] = []

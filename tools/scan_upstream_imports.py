@@ -30,8 +30,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from harness.port import (MAPPING, NAMESPACES, _UPSTREAM, _installed_names, _python_files, _uses,  # noqa: E402
-                          kept, offered, port_source)
+from harness.port import (MAPPING, NAMESPACES, _UPSTREAM, _installed_names, _python_files,  # noqa: E402
+                          _star_names, _uses, kept, offered, port_source)
 
 
 def imported_names(source: str, path: str = "<string>") -> set[tuple[str, str]]:
@@ -43,7 +43,9 @@ def imported_names(source: str, path: str = "<string>") -> set[tuple[str, str]]:
             module = node.module or ""
             for a in node.names:
                 whole = f"{module}.{a.name}"
-                if whole in NAMESPACES or _is_module(whole):  # a module imported whole: what the file reads on it
+                if a.name == "*":  # the names the file reads that the star import supplies
+                    found.update((module, name) for name in (_star_names(tree, module) or {"*"}))
+                elif whole in NAMESPACES or _is_module(whole):  # a module imported whole: what the file reads on it
                     for attr in _uses(tree, a.asname or a.name)[0]:
                         found.add((whole, attr))
                 else:

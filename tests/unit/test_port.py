@@ -85,7 +85,8 @@ class TestSubmodulesUpstreamImported(unittest.TestCase):
         r = port_source(self.SOURCE)
         self.assertEqual(r.new, "import torch._dynamo\n"
                                 "from harness import skip_if_lt_x_gpu\n"
-                                "import torch._dynamo.test_case  # imported by torch.testing._internal before the port\n"
+                                "import torch._dynamo.test_case"
+                                "  # imported by torch.testing._internal before the port\n"
                                 "\n"
                                 "class TestX(torch._dynamo.test_case.TestCase):\n"
                                 "    pass\n")
@@ -107,6 +108,27 @@ class TestSubmodulesUpstreamImported(unittest.TestCase):
         source = "import torch._dynamo\nclass TestX(torch._dynamo.test_case.TestCase):\n    pass\n"
         r = port_source(source)
         self.assertEqual((r.new, r.added), (source, []))
+
+
+class TestStarImports(unittest.TestCase):
+    """``from torch.testing._internal.X import *``: the names the file reads that the star import gives."""
+
+    def test_moves_to_the_namespace_when_it_offers_every_name_the_file_takes(self):
+        r = port_source("from torch.testing._internal.common_utils import *\n"
+                        "from torch.testing._internal.common_distributed import *\n"
+                        "class T(MultiProcessTestCase):\n    pass\nrun_tests()\n")
+        self.assertEqual(r.new.splitlines()[:2], ["from harness.upstream_modules.common_utils import *",
+                                                  "from harness.upstream_modules.common_distributed import *"])
+        self.assertEqual(r.mapped, ["torch.testing._internal.common_utils.run_tests",
+                                    "torch.testing._internal.common_distributed.MultiProcessTestCase"])
+        self.assertEqual(r.unmapped, [])
+
+    def test_stays_naming_what_the_namespace_lacks(self):
+        source = "from torch.testing._internal.common_utils import *\nx = np.zeros(1)\nrun_tests()\n"
+        r = port_source(source)
+        self.assertEqual(r.new, source)
+        self.assertEqual(r.unmapped, ["from torch.testing._internal.common_utils import * (line 1): uses np, which "
+                                      "harness.upstream_modules.common_utils does not offer"])
 
 
 class TestModuleImports(unittest.TestCase):
