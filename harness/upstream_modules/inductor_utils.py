@@ -12,7 +12,7 @@ from harness.upstream_modules.common_utils import LazyVal
 
 __all__ = ["HAS_TRITON", "HAS_CUDA_AND_TRITON", "HAS_XPU_AND_TRITON", "HAS_GPU", "HAS_GPU_AND_TRITON", "HAS_MPS",
            "HAS_CPU", "HAS_MULTIGPU", "GPU_TYPE", "GPU_TYPES", "IS_A100", "IS_H100", "HAS_CUDA", "requires_gpu",
-           "requires_triton", "skipDeviceIf", "skipCUDAIf", "skipXPUIf", "skipCPUIf"]
+           "requires_triton", "skipDeviceIf", "skipCUDAIf", "skipXPUIf", "skipCPUIf", "clone_preserve_strides_offset"]
 
 #: the device types inductor compiles for with triton, in torch's order
 GPU_TYPES = ("cuda", "mps", "xpu", "mtia")
@@ -135,3 +135,14 @@ def _skipped_on(fn: Callable[..., Any], msg: str, device: str, on_class: bool) -
 skipCUDAIf = functools.partial(skipDeviceIf, device="cuda")
 skipXPUIf = functools.partial(skipDeviceIf, device="xpu")
 skipCPUIf = functools.partial(skipDeviceIf, device="cpu")
+
+
+def clone_preserve_strides_offset(x: Any, device: Any = None) -> Any:
+    """A copy of tensor ``x`` with its sizes, strides and storage offset: its whole storage copied (to ``device``
+    where one is given) and viewed as ``x`` views its own, so that a kernel reading past ``x``'s elements reads the
+    same bytes. Anything but a tensor comes back as it is."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    whole = x.as_strided((x.untyped_storage().nbytes() // x.element_size(),), (1,), 0)
+    copied = whole.to(device, copy=True) if device else whole.clone()
+    return copied.as_strided(x.size(), x.stride(), x.storage_offset())

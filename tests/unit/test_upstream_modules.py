@@ -440,6 +440,21 @@ class TestNamesRealFilesImport(unittest.TestCase):
         NoDevice("test_x").run(result)
         self.assertIn("reads self.device", result.errors[0][1])
 
+    def test_clone_preserve_strides_offset_matches_upstream(self):
+        from torch.testing._internal import inductor_utils as up
+
+        base = torch.arange(24.0)
+        for x in (base[3:].as_strided((3, 4), (1, 5), 2), base.view(4, 6).t(), base[5:9], 7):
+            ours, theirs = inductor_utils.clone_preserve_strides_offset(x), up.clone_preserve_strides_offset(x)
+            if not isinstance(x, torch.Tensor):
+                self.assertIs(ours, x)
+                continue
+            self.assertEqual((ours.size(), ours.stride(), ours.storage_offset()),
+                             (theirs.size(), theirs.stride(), theirs.storage_offset()))
+            self.assertTrue(torch.equal(ours, theirs))
+            self.assertTrue(torch.equal(torch.as_strided(ours, (24,), (1,), 0), base))  # the whole storage copied
+            self.assertNotEqual(ours.untyped_storage().data_ptr(), x.untyped_storage().data_ptr())
+
     def test_inductor_device_skip_of_a_class_keeps_the_class(self):
         # upstream's turns the class into a function: its tests vanish, and instantiate_parametrized_tests of it
         # (test_fully_shard_comm's TestFullyShardSymmMem) fails to collect the whole file under a strict port
