@@ -16,8 +16,9 @@
 #   STEPS=bench bash tools/gpu_check.sh           # the placement benchmark (not in the default pass)
 #
 # The upstream step needs PyTorch's test/distributed files of the installed torch's release in
-# upstream_samples/ (ignored by git: they are PyTorch's; on a lent machine carry them with the tree). Without
-# them the step says so and is skipped.
+# upstream_samples/ (ignored by git: they are PyTorch's; on a lent machine carry them with the tree), or in the
+# folder UPSTREAM_SAMPLES names (a chosen few that import on that torch: the step's budget starts no file that
+# could end past it, so a large folder is cut at its first files). Without them the step says so and is skipped.
 #
 # The harness and its dependencies must import in that interpreter and in every process the tests start
 # (their own PYTHONPATH included): install them into it (`python3 -m pip install --no-deps -e .`, and
@@ -48,10 +49,11 @@ step all 420 env DISTHARNESS_NIGHTLY=1 HARNESS_DEVICE=auto "$PY" run_tests.py --
   >"$OUT/lane1.txt" 2>&1 &
 LANE1=$!
 step torchrun 150 "$PY" -m torch.distributed.run --standalone --nproc-per-node 2 run_tests.py -v
-if [ -d upstream_samples ]; then
-  step upstream 240 "$PY" tools/compare_upstream.py upstream_samples --limit 60 --budget 210 --out "$OUT/upstream"
+SAMPLES="${UPSTREAM_SAMPLES:-upstream_samples}"
+if [ -d "$SAMPLES" ]; then
+  step upstream 240 "$PY" tools/compare_upstream.py "$SAMPLES" --limit 60 --budget 210 --out "$OUT/upstream"
 else
-  case " $STEPS " in *" upstream "*) echo "=== upstream: skipped (no upstream_samples/ folder of PyTorch's test/distributed files)";; esac
+  case " $STEPS " in *" upstream "*) echo "=== upstream: skipped (no $SAMPLES/ folder of PyTorch's test/distributed files)";; esac
 fi
 wait "$LANE1"; cat "$OUT/lane1.txt"
 step bench 170 "$PY" tools/bench_placement.py -- -j "$J"
