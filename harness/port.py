@@ -5,11 +5,10 @@ import argparse
 import ast
 import dataclasses
 import difflib
-import importlib.util
 import os
 import sys
 
-from harness.port_lost_imports import attribute_chain, lost_imports
+from harness.port_lost_imports import attribute_chain, lost_imports, torch_module_source
 
 __all__ = ["MAPPING", "RENAMED", "NAMESPACES", "GONE", "KEPT", "kept", "PortResult", "port_source", "private_imports", "offered",
            "check", "main"]
@@ -231,17 +230,12 @@ def _installed_names(module: str) -> frozenset[str] | None:
     if module in _defined:
         return _defined[module]
     names: frozenset[str] | None = None
+    path = torch_module_source(module)
     try:
-        spec = importlib.util.find_spec("torch")  # a top-level package: found, not imported
-        base = os.path.dirname(spec.origin) if spec and spec.origin else None
-        parts = module.split(".")[1:]
-        for path in ([os.path.join(base, *parts) + ".py", os.path.join(base, *parts, "__init__.py")]
-                     if base else []):
-            if os.path.exists(path):
-                with open(path, encoding="utf-8") as f:
-                    names = _top_level_names(ast.parse(f.read(), path))
-                break
-    except (OSError, SyntaxError, ValueError, ImportError):
+        if path is not None:
+            with open(path, encoding="utf-8") as f:
+                names = _top_level_names(ast.parse(f.read(), path))
+    except (OSError, SyntaxError, ValueError):
         names = None
     _defined[module] = names
     return names
@@ -306,18 +300,8 @@ def _star_names(tree: ast.AST, module: str) -> set[str] | None:
     return {name for name in _free_names(tree) if name in defined and not name.startswith("_")}
 
 
-def _star_import(tree: ast.AST, module: str) -> tuple[str, list[str]] | None:
-    """``(namespace, names)`` where the namespace of ``module`` offers every name the file takes from its star
-    import; None where it does not (or that cannot be told)."""
-    namespace = NAMESPACES.get(module)
-    names = _star_names(tree, module)
-    if namespace is None or names is None or names - offered(module):
-        return None
-    return namespace, sorted(names)
-
-
-def _star_why_not(tree: ast.AST, module: str, line: int) -> str:
-    names = _star_names(tree, module)
+def _star_why_not(module: str, names: set[str] | None, line: int) -> str:
+    """Why ``from module import *`` stays an upstream import; ``names``: what the file takes from it."""
     namespace = NAMESPACES.get(module)
     if kept(module):
         why = f"kept: {kept(module)}"
@@ -396,14 +380,16 @@ def port_source(source: str, path: str = "<string>") -> PortResult:
             continue
         module = node.module or ""
         if any(a.name == "*" for a in node.names):
-            star = _star_import(tree, module)
-            if star is None:
-                unmapped.append(_star_why_not(tree, module, node.lineno))
+            names = _star_names(tree, module)
+            namespace = NAMESPACES.get(module)
+            if namespace is None or names is None or names - offered(module):
+                unmapped.append(_star_why_not(module, names, node.lineno))
                 continue
             first = lines[node.lineno - 1]
+            indent = first[:len(first) - len(first.lstrip())]
             edits.append((node.lineno - 1, node.end_lineno or node.lineno,
-                          f"{first[:len(first) - len(first.lstrip())]}from {_NAMESPACE_PACKAGE}.{star[0]} import *\n"))
-            mapped += [f"{module}.{name}" for name in star[1]]
+                          f"{indent}from {_NAMESPACE_PACKAGE}.{namespace} import *\n"))
+            mapped += [f"{module}.{name}" for name in sorted(names)]
             continue
         provided = MAPPING.get(module, frozenset())
         to_harness: list[ast.alias] = []
@@ -461,9 +447,7 @@ def port_source(source: str, path: str = "<string>") -> PortResult:
             extra = "".join(f"import {m}  # imported by torch.testing._internal before the port\n" for m in lost)
             edits.append((at, at, extra))
             added = [f"{m} (reads {read})" for m, read in lost.items()]
-    for start, end, text in sorted(edits, reverse=True):
-        lines[start:end] = [text]
-    return PortResult(path, source, "".join(lines), mapped, unmapped, added)
+    return PortResult(path, source, _applied(lines, edits), mapped, unmapped, added)
 
 
 def _applied(lines: list[str], edits: list[tuple[int, int, str]]) -> str:

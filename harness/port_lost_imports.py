@@ -17,13 +17,14 @@ with a candidate; where it cannot be asked, every candidate is imported (importi
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import json
 import os
 import subprocess
 import sys
 
-__all__ = ["lost_imports", "attribute_chain"]
+__all__ = ["lost_imports", "attribute_chain", "torch_module_source"]
 
 _UPSTREAM = "torch.testing._internal"
 _CHECK_TIMEOUT_S = 120
@@ -46,6 +47,7 @@ print(json.dumps([c for c in candidates if c in sys.modules]))
 """
 
 
+@functools.cache
 def _torch_dir() -> str | None:
     try:
         spec = importlib.util.find_spec("torch")  # a top-level package: found, not imported
@@ -54,9 +56,18 @@ def _torch_dir() -> str | None:
     return os.path.dirname(spec.origin) if spec and spec.origin else None
 
 
-def _is_module(torch_dir: str, dotted: str) -> bool:
-    path = os.path.join(torch_dir, *dotted.split(".")[1:])
-    return os.path.isfile(path + ".py") or os.path.isfile(os.path.join(path, "__init__.py"))
+def torch_module_source(dotted: str) -> str | None:
+    """The source file of the installed torch's module ``dotted`` (``torch.a.b``: ``a/b.py`` or
+    ``a/b/__init__.py`` under torch's folder), found without importing anything; None where torch or the module is
+    not there."""
+    base = _torch_dir()
+    if base is None:
+        return None
+    path = os.path.join(base, *dotted.split(".")[1:])
+    for source in (path + ".py", os.path.join(path, "__init__.py")):
+        if os.path.isfile(source):
+            return source
+    return None
 
 
 def attribute_chain(node: ast.AST) -> list[str] | None:
@@ -105,8 +116,7 @@ def _loaded_anyway(imports: list[str], candidates: list[str]) -> set[str] | None
 def lost_imports(ported: str) -> dict[str, str]:
     """The torch submodules the ported source reads and nothing imports for it any more, each with the first
     dotted name it reads there: ``{"torch._dynamo.test_case": "torch._dynamo.test_case.TestCase"}``."""
-    torch_dir = _torch_dir()
-    if torch_dir is None:
+    if _torch_dir() is None:
         return {}
     tree = ast.parse(ported)
     loaded, targets = _imports(tree)
@@ -116,7 +126,7 @@ def lost_imports(ported: str) -> dict[str, str]:
         if not chain or chain[0] != "torch" or len(chain) < 3:
             continue
         deepest = next((".".join(chain[:i]) for i in range(len(chain), 1, -1)
-                        if _is_module(torch_dir, ".".join(chain[:i]))), None)
+                        if torch_module_source(".".join(chain[:i]))), None)
         if deepest is None or deepest in loaded or deepest.startswith(_UPSTREAM):
             continue
         if deepest not in found or len(".".join(chain)) > len(found[deepest]):

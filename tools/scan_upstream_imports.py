@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harness.port import (MAPPING, NAMESPACES, _UPSTREAM, _installed_names, _python_files,  # noqa: E402
                           _star_names, _uses, kept, offered, port_source)
+from harness.port_lost_imports import torch_module_source  # noqa: E402
 
 
 def imported_names(source: str, path: str = "<string>") -> set[tuple[str, str]]:
@@ -44,8 +45,9 @@ def imported_names(source: str, path: str = "<string>") -> set[tuple[str, str]]:
             for a in node.names:
                 whole = f"{module}.{a.name}"
                 if a.name == "*":  # the names the file reads that the star import supplies
-                    found.update((module, name) for name in (_star_names(tree, module) or {"*"}))
-                elif whole in NAMESPACES or _is_module(whole):  # a module imported whole: what the file reads on it
+                    names = _star_names(tree, module)
+                    found.update((module, name) for name in (names if names is not None else {"*"}))
+                elif whole in NAMESPACES or torch_module_source(whole):  # a module imported whole: what it reads on it
                     for attr in _uses(tree, a.asname or a.name)[0]:
                         found.add((whole, attr))
                 else:
@@ -56,17 +58,6 @@ def imported_names(source: str, path: str = "<string>") -> set[tuple[str, str]]:
                     for attr in _uses(tree, a.asname or a.name)[0]:
                         found.add((a.name, attr))
     return found
-
-
-def _is_module(dotted: str) -> bool:
-    """Whether the installed torch has ``dotted`` as a module (a file or a package), read without importing it."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.origin:
-        return False
-    path = os.path.join(os.path.dirname(spec.origin), *dotted.split(".")[1:])
-    return os.path.exists(path + ".py") or os.path.isdir(path)
 
 
 def status(module: str, name: str) -> str:
