@@ -4,7 +4,8 @@ Registered through torch's public ``Backend.register_backend``; every collective
 world's threads: the last to arrive does the copy for all, under one lock. A meeting names its
 collective, so a thread that calls another collective than its peers fails at once (a mismatch, with
 both names), a thread that waits longer than the test's timeout fails naming the collective and the
-ranks that never came, and a thread that failed ends every meeting its peers wait in (``abort``).
+ranks that never came, and a thread that failed ends every meeting its peers wait in (``abort``). A group's
+creation is a meeting of its ranks too, as upstream's threaded backend ends it with a store barrier.
 
 torch.distributed keeps its groups in one per-process object (``distributed_c10d._world``); while
 threads are installed (:func:`installed`) that object is replaced by one that gives each thread its
@@ -60,7 +61,8 @@ class _Meeting:
     def __init__(self, name: str, world_size: int) -> None:
         self.name = name
         self.data: list[Any] = [None] * world_size
-        self.names: dict[int, str] = {}
+        self.names: dict[int, str] = {}  # global rank -> the collective it called
+        self.came: set[int] = set()  # the group ranks that came
         self.arrived = 0
         self.done = False
         self.error = ""
@@ -110,51 +112,16 @@ class _ThreadGroup(dist.ProcessGroup):
     def _meet(self, name: str, data: Any, work: Any) -> Any:
         """Wait for every rank of the group in collective ``name``; the last one runs ``work(all data)``."""
         _observe(self, name, data, work)
-        world = self._harness_world
         seq = self._harness_seq
         self._harness_seq += 1
-        key = (self._harness_key, seq)
-        global_rank = getattr(_local, "rank", self._harness_rank)
-        deadline = time.monotonic() + world.timeout
-        with world.lock:
-            meeting = world.meetings.setdefault(key, _Meeting(name, self._harness_size))
-            meeting.data[self._harness_rank] = data
-            meeting.names[global_rank] = name
-            meeting.arrived += 1
-            world.where[global_rank] = f"{name} (#{seq} on {self._harness_key})"
-            try:
-                if meeting.arrived == self._harness_size:
-                    names = set(meeting.names.values())
-                    if len(names) > 1:
-                        meeting.error = "mismatched collectives: " + ", ".join(
-                            f"rank {r} called {n}" for r, n in sorted(meeting.names.items())) + \
-                            f" (call #{seq} on {self._harness_key})"
-                    else:
-                        try:
-                            with torch.no_grad():
-                                work(meeting.data)
-                        except Exception as exc:  # the copy itself failed: every rank of the meeting says so
-                            meeting.error = f"{name} failed: {type(exc).__name__}: {exc}"
-                    meeting.done = True
-                    del world.meetings[key]
-                    world.lock.notify_all()
-                while not meeting.done:
-                    if world.failed:
-                        raise CollectiveError(f"rank {global_rank} left {name} (#{seq} on {self._harness_key}): "
-                                              f"Connection closed by peer ({world.failed})")
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        missing = sorted(set(range(self._harness_size)) - {r for r, d in enumerate(meeting.data)
-                                                                            if d is not None})
-                        raise CollectiveTimeout(f"rank {global_rank} timed out after {world.timeout:g} s in {name} "
-                                              f"(#{seq} on {self._harness_key}): group rank(s) {missing} never "
-                                              "called it (set HARNESS_TIMEOUT to raise)")
-                    world.lock.wait(min(left, 1.0))
-            finally:
-                world.where.pop(global_rank, None)
-        if meeting.error:
-            raise CollectiveError(f"rank {global_rank}: {meeting.error}")
+        _wait_for_all(self, (self._harness_key, seq), name, f"#{seq} on {self._harness_key}", data, work)
         return _done_work(data)
+
+    def _meet_created(self) -> None:
+        """Wait for every rank of the new group to have made its member, as upstream's threaded backend does (a
+        store barrier): a rank's first collective finds its peers' members made, and the last rank to come goes on
+        first, as there. Not a collective: no record sees it, and the group's collectives count from #0."""
+        _wait_for_all(self, (self._harness_key, -1), "group creation", self._harness_key, None, _nothing)
 
     # ---- the collectives torch calls on a ProcessGroup ----------------------------------------------
 
@@ -231,6 +198,52 @@ class _ThreadGroup(dist.ProcessGroup):
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
         # every rank gets the result (the others' buffers are unspecified after reduce, as in gloo's docs)
         return self._meet("reduce", tensors, functools.partial(_all_reduce, _reduce(opts.reduceOp)))
+
+
+def _wait_for_all(group: _ThreadGroup, key: tuple[str, int], name: str, where: str, data: Any, work: Any) -> None:
+    """Meet the other ranks of ``group`` at ``key``: the last to arrive runs ``work(all data)`` for all; a mismatch,
+    a peer that failed or a wait past the timeout raises, naming ``name`` and ``where`` (the call, the group)."""
+    world = group._harness_world
+    size = group._harness_size
+    global_rank = getattr(_local, "rank", group._harness_rank)
+    label = f"{name} ({where})"
+    deadline = time.monotonic() + world.timeout
+    with world.lock:
+        meeting = world.meetings.setdefault(key, _Meeting(name, size))
+        meeting.data[group._harness_rank] = data
+        meeting.came.add(group._harness_rank)
+        meeting.names[global_rank] = name
+        meeting.arrived += 1
+        world.where[global_rank] = label
+        try:
+            if meeting.arrived == size:
+                names = set(meeting.names.values())
+                if len(names) > 1:
+                    meeting.error = "mismatched collectives: " + ", ".join(
+                        f"rank {r} called {n}" for r, n in sorted(meeting.names.items())) + f" (call {where})"
+                else:
+                    try:
+                        with torch.no_grad():
+                            work(meeting.data)
+                    except Exception as exc:  # the copy itself failed: every rank of the meeting says so
+                        meeting.error = f"{name} failed: {type(exc).__name__}: {exc}"
+                meeting.done = True
+                del world.meetings[key]
+                world.lock.notify_all()
+            while not meeting.done:
+                if world.failed:
+                    raise CollectiveError(f"rank {global_rank} left {label}: Connection closed by peer "
+                                          f"({world.failed})")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = sorted(set(range(size)) - meeting.came)
+                    raise CollectiveTimeout(f"rank {global_rank} timed out after {world.timeout:g} s in {label}: "
+                                            f"group rank(s) {missing} never called it (set HARNESS_TIMEOUT to raise)")
+                world.lock.wait(min(left, 1.0))
+        finally:
+            world.where.pop(global_rank, None)
+    if meeting.error:
+        raise CollectiveError(f"rank {global_rank}: {meeting.error}")
 
 
 # ---- the copies (run by the last thread to arrive, for all) ------------------------------------------
@@ -372,6 +385,7 @@ def _create(opts: Any, backend_options: Any = None) -> _ThreadGroup:
     key = f"group {opts.group_id} ranks {ranks}"
     group = _ThreadGroup(opts.group_rank, opts.group_size, world, key)
     group._harness_name = opts.group_id
+    group._meet_created()
     return group
 
 

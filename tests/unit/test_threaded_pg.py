@@ -108,6 +108,30 @@ class TestCollectives(unittest.TestCase):
         self.assertIsInstance(out[0], threaded_pg.CollectiveTimeout)
         self.assertRegex(str(out[0]), r"rank 0 timed out after 0.5 s in all_reduce .*group rank\(s\) \[1\] never called it")
 
+    def test_a_group_is_made_by_all_its_ranks_together_as_upstreams_threaded_backend_makes_it(self):
+        # upstream's threaded backend ends each group's creation with a store barrier: a rank that never makes the
+        # group holds its peers there, and is named
+        def body(rank):
+            if rank == 0:
+                dist.new_group([0, 1])
+
+        out = on_threads(2, body, timeout=0.5)
+        self.assertIsInstance(out[0], threaded_pg.CollectiveTimeout)
+        self.assertRegex(str(out[0]), r"rank 0 timed out after 0.5 s in group creation \(group .* ranks \[0, 1\]\): "
+                                      r"group rank\(s\) \[1\] never called it")
+
+    def test_the_creation_is_no_collective_the_groups_calls_count_from_0(self):
+        def body(rank):
+            group = dist.new_group([0, 1])
+            t = torch.ones(1)
+            if rank == 0:
+                dist.broadcast(t, src=0, group=group)
+            else:
+                dist.all_reduce(t, group=group)
+
+        out = on_threads(2, body)
+        self.assertRegex(str(out[0]), r"rank 0 called broadcast, rank 1 called all_reduce \(call #0 on group ")
+
     def test_the_backend_outside_a_threaded_test_says_what_it_is_for(self):
         from torch.distributed import distributed_c10d as c10d
 
