@@ -63,7 +63,6 @@ class _Meeting:
         self.data: list[Any] = [None] * world_size
         self.names: dict[int, str] = {}  # global rank -> the collective it called
         self.came: set[int] = set()  # the group ranks that came
-        self.arrived = 0
         self.done = False
         self.error = ""
 
@@ -213,10 +212,9 @@ def _wait_for_all(group: _ThreadGroup, key: tuple[str, int], name: str, where: s
         meeting.data[group._harness_rank] = data
         meeting.came.add(group._harness_rank)
         meeting.names[global_rank] = name
-        meeting.arrived += 1
         world.where[global_rank] = label
         try:
-            if meeting.arrived == size:
+            if len(meeting.came) == size:
                 names = set(meeting.names.values())
                 if len(names) > 1:
                     meeting.error = "mismatched collectives: " + ", ".join(
