@@ -12,7 +12,7 @@ from tests._support import nightly, FixtureTestCase, fixture_line
 
 MOD = "tests.fixtures.fx_state"
 RESTORED = ["TestREnviron", "TestRLoggingWarnings", "TestRStdout", "TestRTorchFlags", "TestRCompile", "TestRSignals",
-            "TestRFork"]
+            "TestRFork", "TestRSubtestParams"]
 DETECTED = ["TestUChild", "TestUGroup", "TestUReplace", "TestUThread"]
 
 

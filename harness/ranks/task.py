@@ -28,7 +28,7 @@ from harness.ranks.comms import forget_destroyed_groups
 from harness.shared.config import Settings
 from harness.shared import pytest_outcomes
 from harness.shared.outcome import (ERROR, FAILED, PASSED, SKIPPED, XFAIL, RankResult, SubtestOutcome, capture_exception,
-                                    picklable, type_names)
+                                    shown_value, type_names)
 from harness.shared.placement import Placement
 from harness.shared.protocol import Task, group_timeout
 from harness.testing.parametrize import PARAMS_ATTR
@@ -203,7 +203,7 @@ class _RankResultCollector(unittest.TestResult):
         pass
 
     def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
-        params = {k: picklable(v) for k, v in subtest.params.items()}
+        params = {k: shown_value(v) for k, v in subtest.params.items()}
         if isinstance(subtest._message, str):  # unittest's sentinel when subTest() was given no message
             params = {"msg": subtest._message, **params}
         outcome = SubtestOutcome(params, PASSED) if err is None else SubtestOutcome.from_exception(params, err[1])

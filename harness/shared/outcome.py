@@ -9,8 +9,8 @@ import traceback
 import unittest
 from typing import Any
 
-__all__ = ["RankResult", "SubtestOutcome", "capture_exception", "type_names", "order_by_cause", "picklable", "sendable",
-           "describe_exit", "blocked_in", "tidy_stack"]
+__all__ = ["RankResult", "SubtestOutcome", "capture_exception", "type_names", "order_by_cause", "shown_value", "Shown",
+           "sendable", "describe_exit", "blocked_in", "tidy_stack"]
 
 from harness.shared import pytest_outcomes
 from harness.shared.status import Status
@@ -34,7 +34,7 @@ _PEER_EFFECT = re.compile(
 class SubtestOutcome:
     """One combination of ``run_subtests`` on one rank."""
 
-    params: dict[str, Any]  # picklable values, or their repr where a value does not pickle
+    params: dict[str, Any]  # plain values, or their repr (shown_value)
     status: str
     exc_type: str = ""
     message: str = ""
@@ -181,12 +181,43 @@ def sendable(result: RankResult) -> RankResult:
                           message=f"this rank's result could not be sent to the parent ({why})")
 
 
-def picklable(value: Any) -> Any:
-    try:
-        pickle.dumps(value)
+class Shown(str):
+    """The repr of a ``run_subtests`` parameter that is not plain data, standing in for it in a result: it reads as
+    the value did (``repr`` gives the text itself, no quotes)."""
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _is_plain(value: Any, depth: int = 0) -> bool:
+    if type(value) in _PLAIN:
+        return True
+    if depth >= 4:
+        return False
+    if type(value) in (tuple, list, set, frozenset):
+        return all(_is_plain(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(_is_plain(k, depth + 1) and _is_plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def shown_value(value: Any) -> Any:
+    """``value`` as a result carries it to the parent, which only shows it: plain data (None, bools, numbers, str,
+    bytes, and tuples, lists, sets and dicts of them) as it is, anything else as its repr (a :class:`Shown`).
+
+    A result goes over a multiprocessing pipe, where torch pickles a tensor by moving its storage into shared
+    memory: a tensor parameter (a ``DeviceMesh`` holds one) would start multiprocessing's resource-sharer thread
+    in the rank, which the harness then saw as a thread the test left running, and a CUDA tensor would open the
+    device in the parent."""
+    if _is_plain(value):
         return value
+    try:
+        return Shown(repr(value))
     except Exception:
-        return repr(value)
+        return Shown(f"<unprintable {type(value).__name__}>")
 
 
 _HIDDEN_FILES = re.compile(r"[/\\]harness[/\\](ranks[/\\](process|task|capture)|testing[/\\](subtests|assertions)|"

@@ -6,7 +6,7 @@ import unittest
 from typing import Any, Callable
 
 from harness.shared.errors import UsageError
-from harness.shared.outcome import PASSED, SubtestOutcome, picklable
+from harness.shared.outcome import PASSED, SubtestOutcome, shown_value
 
 __all__ = ["run_subtests", "skip_subtest", "SubtestRecorder"]
 
@@ -74,7 +74,7 @@ def run_subtests(test: unittest.TestCase, subtest_config: dict[str, list[Any]], 
     recorder: SubtestRecorder | None = getattr(test, "_harness_subtests", None)
     for values in itertools.product(*(v for _, v in items)):
         params = dict(zip(keys, values))
-        shown = {k: picklable(v) for k, v in params.items()}
+        shown = {k: shown_value(v) for k, v in params.items()}
         if recorder is None:
             # Outside a rank (a plain TestCase, a local-tensor test): behave like unittest's subTest. A local test's
             # guard turns a hard-coded-CUDA error on CPU into a "needs CUDA" skip of the combination (harness.inprocess.local).

@@ -7,7 +7,8 @@ import tempfile
 import unittest
 
 from harness.shared.output import bounded_output, read_bounded
-from harness.shared.outcome import ERROR, FAILED, RankResult, SubtestOutcome, capture_exception, sendable
+from harness.shared.outcome import (ERROR, FAILED, PASSED, RankResult, Shown, SubtestOutcome, capture_exception,
+                                    sendable, shown_value)
 
 
 class _Unpicklable(str):
@@ -73,6 +74,48 @@ class TestSendable(unittest.TestCase):
         sent = sendable(result)
         self.assertEqual(sent.status, ERROR)
         self.assertIn("this rank's result could not be sent to the parent (TypeError: not picklable)", sent.message)
+
+
+class TestShownValue(unittest.TestCase):
+    """A subtest's parameters travel to the parent as plain data: it only shows them."""
+
+    def test_plain_data_is_kept_as_it_is(self):
+        for value in (None, True, 3, 2.5, 1j, "x", b"y", (1, "a"), [1, [2.0]], {"k": (None, 1)}, frozenset({1})):
+            self.assertIs(shown_value(value), value)
+
+    def test_a_tensor_travels_as_its_repr_and_reads_as_the_tensor_did(self):
+        import torch
+        from multiprocessing.reduction import ForkingPickler
+
+        import torch.multiprocessing  # noqa: F401 - registers torch's shared-memory pickling of tensors
+
+        t = torch.arange(3)
+        for value in (t, [t], {"mesh": t}):
+            shown = shown_value(value)
+            self.assertIsInstance(shown, Shown)
+            self.assertEqual(repr(shown), repr(value))
+        outcome = SubtestOutcome({"t": shown_value(t)}, PASSED)
+        self.assertEqual(outcome.label, f"t={t!r}")
+        # what the pipe to the parent does: a tensor would go through shared memory, its repr does not
+        self.assertEqual(pickle.loads(ForkingPickler.dumps(outcome)).params, {"t": repr(t)})
+
+    def test_an_enum_or_a_dtype_reads_as_it_did(self):
+        import enum
+
+        import torch
+
+        class Mode(enum.Enum):
+            FULL = 1
+
+        for value in (Mode.FULL, torch.float16):
+            self.assertEqual(repr(shown_value(value)), repr(value))
+
+    def test_a_value_whose_repr_raises_says_so(self):
+        class Odd:
+            def __repr__(self):
+                raise RuntimeError("no")
+
+        self.assertEqual(shown_value(Odd()), "<unprintable Odd>")
 
 
 class TestCaptureException(unittest.TestCase):
