@@ -58,7 +58,13 @@ class TestHypothesisUnderPytest(FixtureTestCase):
     def test_passing_hypothesis_test_passes_under_pytest(self):
         self.assertMatchesReport(r"^PASSED tests/fixtures/fx_hypothesis\.py::TestAGivenSame::test_same_example")
         self.assertMatchesReport(r"^PASSED tests/fixtures/fx_hypothesis\.py::TestCExplicitSettings::")
-        self.assertMatchesReport(r"=+ 1 failed, 2 passed")
+        self.assertMatchesReport(r"^PASSED tests/fixtures/fx_hypothesis\.py::TestDGivenTensor::")
+        self.assertMatchesReport(r"=+ 1 failed, 3 passed")
+
+    def test_a_drawn_tensor_is_a_copy_on_each_rank(self):
+        rows = self.examples("TENSOR")  # the same example on both ranks
+        self.assertTrue(rows, self.r.describe())
+        self.assertEqual([float(row["total"]) for row in rows], [3.0 * int(row["n"]) for row in rows])
 
     def test_nothing_left_behind(self):
         self.check_nothing_left()

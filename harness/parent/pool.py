@@ -34,7 +34,7 @@ from harness.shared.outcome import (CRASHED, ERROR, FAILED, KILLED, PASSED, SKIP
                                     SubtestOutcome, describe_exit, tidy_stack)
 from harness.shared.placement import Placement, choose_placement
 from harness.shared.protocol import (BodyEnded, Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task,
-                                     meeting_call, teardown_call)
+                                     meeting_call, send, teardown_call)
 from harness.shared.world import World, Worlds
 
 __all__ = ["RankPool", "Pools", "Terminated", "install_sigterm_handler", "ranks_alive"]
@@ -318,7 +318,7 @@ class RankPool(World):
     def _send_all(self, task: Task) -> None:
         for conn in self.conns:
             try:
-                conn.send(task)
+                send(conn, task)
             except (BrokenPipeError, OSError):
                 pass  # its death is picked up by _run
 
@@ -522,7 +522,7 @@ class RankPool(World):
 
     def _reply(self, r: int, message: Any) -> None:
         try:
-            self.conns[r].send(message)
+            send(self.conns[r], message)
         except (BrokenPipeError, OSError):
             pass  # its death is picked up by the loop
 
@@ -548,7 +548,7 @@ class RankPool(World):
         """Stop every rank (politely, then by force) and remove the pool's files."""
         for conn in self.conns:
             try:
-                conn.send(Shutdown())
+                send(conn, Shutdown())
             except Exception:
                 pass
         deadline = time.monotonic() + (3.0 if not self.broken else 0.0)

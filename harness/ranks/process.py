@@ -20,7 +20,7 @@ from harness.ranks.gpu import take_gpu
 from harness.shared.processes import gone
 from harness.shared.outcome import RankResult, SubtestOutcome, capture_exception, sendable
 from harness.shared.placement import Placement
-from harness.shared.protocol import BodyEnded, Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task
+from harness.shared.protocol import BodyEnded, Done, Failing, Go, Meet, Ready, Shutdown, StartFailed, Task, send
 from harness.ranks.task import RankContext, run_task
 
 __all__ = ["worker_main"]
@@ -103,7 +103,7 @@ def _parent_meeting(conn: Any) -> Any:
     """
 
     def meet(index: int, outcome: SubtestOutcome) -> None:
-        conn.send(Meet(index, outcome))
+        send(conn, Meet(index, outcome))
         reply = conn.recv()
         if isinstance(reply, Shutdown):  # the parent is stopping the pool (an interrupt): nothing more to do here
             os._exit(0)
@@ -119,7 +119,7 @@ def _parent_body_end(conn: Any) -> Any:
     """The body ended here: tell the parent how (BodyEnded), and start tearDown on its word (Go)."""
 
     def body_ended(status: str) -> None:
-        conn.send(BodyEnded(status))
+        send(conn, BodyEnded(status))
         reply = conn.recv()
         if isinstance(reply, Shutdown):  # the parent is stopping the pool (an interrupt): nothing more to do here
             os._exit(0)
@@ -131,7 +131,7 @@ def _parent_notice(conn: Any) -> Any:
     """Send the parent a failure as it happens (Failing); no reply is awaited."""
 
     def notice(result: RankResult) -> None:
-        conn.send(Failing(sendable(result)))
+        send(conn, Failing(sendable(result)))
 
     return notice
 
@@ -164,10 +164,10 @@ def _serve(conn: Any, rank: int, world_size: int, placement: Placement, pool_dir
                           meet=_parent_meeting(conn), notice=_parent_notice(conn), gpu=gpu,
                           body_ended=_parent_body_end(conn))
     except BaseException as exc:  # noqa: B902
-        conn.send(StartFailed(capture_exception(exc)))
+        send(conn, StartFailed(capture_exception(exc)))
         return
     recorder.serve_dumps(pool_dir, rank)  # the parent can read this rank's collectives, even in a hang
-    conn.send(Ready(os.getpid()))
+    send(conn, Ready(os.getpid()))
     while True:
         try:
             task = conn.recv()
@@ -177,7 +177,7 @@ def _serve(conn: Any, rank: int, world_size: int, placement: Placement, pool_dir
             break
         result = run_task(task, ctx)
         _arm_stack_dumps(stack_file)
-        conn.send(Done(sendable(result)))
+        send(conn, Done(sendable(result)))
     try:
         ctx.keeper.release()
     except Exception:

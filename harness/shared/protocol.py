@@ -26,14 +26,26 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import socket
 from typing import Any, Collection, Mapping, Union
 
 from harness.shared.outcome import RankResult, SubtestOutcome
 
 __all__ = ["Task", "Ready", "StartFailed", "Failing", "Meet", "BodyEnded", "Done", "Go", "Stop", "Shutdown",
-           "FromRank", "ToRank", "meeting_call", "teardown_call", "group_timeout", "dump_paths", "read_line",
+           "FromRank", "ToRank", "send", "meeting_call", "teardown_call", "group_timeout", "dump_paths", "read_line",
            "QUIT_MARK"]
+
+
+def send(conn: Any, message: Any) -> None:
+    """Send ``message`` over a pipe between the parent and a rank, pickled as data (``conn.recv()`` reads it).
+
+    multiprocessing's own ``send`` pickles a tensor by moving its storage into shared memory (torch registers that
+    with multiprocessing's pickler): the receiver would share the sender's memory (a hypothesis example drawn as a
+    tensor was then one tensor on every rank, and an in-place op on one rank changed the others'), the sender
+    would start multiprocessing's resource-sharer thread, and a CUDA tensor would go by CUDA IPC. Plain pickle
+    copies the values, as a message between fresh processes would."""
+    conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 @dataclasses.dataclass
