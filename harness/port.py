@@ -194,6 +194,12 @@ def _harness_alias(a: ast.alias) -> str:
     return f"{new} as {a.asname or a.name}"
 
 
+def _indent(lines: list[str], node: ast.stmt) -> str:
+    """The indentation of the line ``node`` starts on (an import inside ``try:`` or ``if``)."""
+    first = lines[node.lineno - 1]
+    return first[:len(first) - len(first.lstrip())]
+
+
 def _import_line(module: str, names: list[str], indent: str) -> str:
     one = f"{indent}from {module} import {', '.join(names)}\n"
     if len(one) <= 100:
@@ -303,8 +309,9 @@ def _star_names(tree: ast.AST, module: str) -> set[str] | None:
 def _star_why_not(module: str, names: set[str] | None, line: int) -> str:
     """Why ``from module import *`` stays an upstream import; ``names``: what the file takes from it."""
     namespace = NAMESPACES.get(module)
-    if kept(module):
-        why = f"kept: {kept(module)}"
+    kept_why = kept(module)
+    if kept_why:
+        why = f"kept: {kept_why}"
     elif namespace is None:
         why = "a module the harness has no namespace for; import the names from harness instead"
     elif names is None:
@@ -344,8 +351,7 @@ def port_source(source: str, path: str = "<string>") -> PortResult:
     unmapped: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and any(a.name.startswith(_UPSTREAM) for a in node.names):
-            first = lines[node.lineno - 1]
-            indent = first[:len(first) - len(first.lstrip())]
+            indent = _indent(lines, node)
             out: list[str] = []
             for a in node.names:
                 if not a.name.startswith(_UPSTREAM):
@@ -385,10 +391,9 @@ def port_source(source: str, path: str = "<string>") -> PortResult:
             if namespace is None or names is None or names - offered(module):
                 unmapped.append(_star_why_not(module, names, node.lineno))
                 continue
-            first = lines[node.lineno - 1]
-            indent = first[:len(first) - len(first.lstrip())]
+            indent = _indent(lines, node)
             edits.append((node.lineno - 1, node.end_lineno or node.lineno,
-                          f"{indent}from {_NAMESPACE_PACKAGE}.{namespace} import *\n"))
+                          _import_line(f"{_NAMESPACE_PACKAGE}.{namespace}", ["*"], indent)))
             mapped += [f"{module}.{name}" for name in sorted(names)]
             continue
         provided = MAPPING.get(module, frozenset())
@@ -420,8 +425,7 @@ def port_source(source: str, path: str = "<string>") -> PortResult:
         if not (to_harness or to_namespace or modules):
             continue
         mapped += [f"{module}.{a.name}" for a in to_harness + to_namespace]
-        first = lines[node.lineno - 1]
-        indent = first[:len(first) - len(first.lstrip())]
+        indent = _indent(lines, node)
         new = ""
         if to_harness:
             new += _import_line("harness", [_harness_alias(a) for a in to_harness], indent)
