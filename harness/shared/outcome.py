@@ -208,10 +208,11 @@ def shown_value(value: Any) -> Any:
     """``value`` as a result carries it to the parent, which only shows it: plain data (None, bools, numbers, str,
     bytes, and tuples, lists, sets and dicts of them) as it is, anything else as its repr (a :class:`Shown`).
 
-    A result goes over a multiprocessing pipe, where torch pickles a tensor by moving its storage into shared
-    memory: a tensor parameter (a ``DeviceMesh`` holds one) would start multiprocessing's resource-sharer thread
-    in the rank, which the harness then saw as a thread the test left running, and a CUDA tensor would open the
-    device in the parent."""
+    The parent needs no value itself: a tensor parameter would be copied whole to it (a model's weights), a CUDA
+    tensor would open the device there, and a value holding process groups (a ``DeviceMesh``) means nothing in
+    another process. (Sent with multiprocessing's own pickler, as results once were, a tensor also started its
+    resource-sharer thread in the rank, which the harness then saw as a thread the test left running;
+    ``protocol.send`` now pickles every message plainly.)"""
     if _is_plain(value):
         return value
     try:
